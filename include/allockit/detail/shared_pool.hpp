@@ -1,0 +1,109 @@
+// Inline fast paths of the shared size-class pools (pool.hpp). Internal: only pool.hpp includes it.
+// A slab is a 64 KiB-aligned run of same-class blocks whose header sits at its start, so a block's
+// slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
+// - only the owner thread touches `free`, `used`, `full` and the heap's bins;
+// - other threads touch only `remote` (a lock-free stack whose low bit means "queued on owner");
+// - the owner's current slab in each bin has `used` biased by kCurrentBias, so it is never retired.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "allockit/config.hpp"
+#include "allockit/detail/size_classes.hpp"
+
+namespace ak::detail {
+
+inline constexpr std::size_t kSlabShift = 16;
+inline constexpr std::size_t kSlabSize = std::size_t(1) << kSlabShift;
+inline constexpr unsigned kPoolClasses = kClassCount;
+inline constexpr std::uint32_t kCurrentBias = std::uint32_t(1) << 30;
+
+struct PoolBlock {
+  PoolBlock* next;
+};
+struct Heap;
+
+struct alignas(64) Slab {
+  // Owner-thread line: everything the fast paths read or write.
+  PoolBlock* free;     // blocks ready to hand out
+  std::uint32_t used;  // blocks handed out, counting ones parked on `remote`
+  bool full;           // not current, nothing free: off the bin list
+  bool checked;        // debug slab: state bits kept, every operation takes the slow path
+  std::uint16_t size_class;
+  std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
+  char* carve;               // next never-used block; blocks are carved lazily
+  char* end;                 // end of the last whole block
+  std::uint32_t block_size;
+  std::uint32_t capacity;
+  Slab* prev;  // owner bin's list of slabs with free space
+  Slab* next;
+  // Shared line: written by other threads.
+  alignas(64) std::atomic<std::uintptr_t> remote;  // PoolBlock stack | queued bit
+  Slab* queue_next;         // link in the owner's queue of slabs with remote frees
+  PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
+  std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
+  char* data;                             // first block
+};
+static_assert(sizeof(Slab) == 128, "slab header: two cache lines");
+
+inline Heap* slab_owner(const Slab* s) noexcept {
+  return reinterpret_cast<Heap*>(s->owner_tag & ~std::uintptr_t(1));
+}
+
+struct Bin {
+  Slab* current;  // never null: an empty sentinel until first use
+  Slab* avail;    // other slabs with free or carvable blocks
+};
+
+struct Heap {
+  constexpr explicit Heap(Slab* empty) noexcept {
+    for (Bin& b : bins) b = Bin{empty, nullptr};
+  }
+  Bin bins[kPoolClasses];
+  std::atomic<Slab*> remote_queue{nullptr};  // slabs with remote frees, pushed by other threads
+  Heap* next_abandoned = nullptr;
+  bool is_real = false;  // false only for the sentinel heap of threads without one
+};
+
+extern constinit thread_local Heap* tl_heap;
+
+void* pool_alloc_slow(unsigned cls) noexcept;
+void pool_after_local_free(Slab* slab) noexcept;     // slab emptied or left the full state
+void pool_free_other(Slab* slab, void* p) noexcept;  // remote free, or a checked slab
+void pool_check_pointer(const void* p) noexcept;     // aborts unless p lies in a pool region
+
+inline Slab* slab_of(const void* p) noexcept {
+  return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
+}
+
+// Pops a block of class `cls`, or null when out of memory. Fast path: three dependent loads, one
+// branch, two stores; no lock, no atomic.
+inline void* pool_alloc(unsigned cls) noexcept {
+  Slab* s = tl_heap->bins[cls].current;
+  PoolBlock* b = s->free;
+  if (b == nullptr) [[unlikely]]
+    return pool_alloc_slow(cls);
+  s->free = b->next;
+  ++s->used;
+  return b;
+}
+
+// Returns a pooled block to its slab. Fast path (owner thread): two loads, a compare, two stores
+// and a decrement; a free from another thread takes the lock-free remote path.
+inline void pool_free(void* p) noexcept {
+  if constexpr (kDebugBuild) pool_check_pointer(p);
+  Slab* s = slab_of(p);
+  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(tl_heap)) [[likely]] {
+    auto* b = static_cast<PoolBlock*>(p);
+    b->next = s->free;
+    s->free = b;
+    if (--s->used == 0 || s->full) [[unlikely]]
+      pool_after_local_free(s);
+    return;
+  }
+  pool_free_other(s, p);
+}
+
+}  // namespace ak::detail

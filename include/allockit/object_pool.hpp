@@ -1,0 +1,89 @@
+// ak::ObjectPool<T>: typed objects on a BlockPool. create/destroy are O(1) in any order; destroying
+// the pool destroys the objects still alive in one O(n) walk (and reports them in debug builds).
+// NOT thread-safe, like BlockPool.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "allockit/block_pool.hpp"
+
+namespace ak {
+
+namespace detail {
+void report_pool_leaks(const char* pool_name, std::size_t count) noexcept;
+}
+
+template <class T>
+class ObjectPool {
+ public:
+  // Effects: an empty pool for T. Errors: as BlockPool's constructor (never for a complete T).
+  explicit ObjectPool(BlockPoolOptions options = {})
+      : pool_(sizeof(T), alignof(T), with_name(options)) {}
+
+  // Effects: destroys every object still alive, then returns all memory. In debug builds, a
+  // non-empty pool is reported on stderr as a leak.
+  ~ObjectPool() {
+    const std::size_t alive = pool_.stats().live_blocks;
+    if (alive == 0) return;
+    if constexpr (kDebugBuild) detail::report_pool_leaks(pool_.name(), alive);
+    if constexpr (!std::is_trivially_destructible_v<T>)
+      pool_.for_each_live([](void* p, void*) { static_cast<T*>(p)->~T(); }, nullptr);
+  }
+
+  ObjectPool(const ObjectPool&) = delete;
+  ObjectPool& operator=(const ObjectPool&) = delete;
+
+  // Effects: constructs a T from `args` in a pooled block. Errors: std::bad_alloc when out of
+  // memory; an exception from T's constructor propagates and the block is returned.
+  template <class... Args>
+  T* create(Args&&... args) {
+    void* p = pool_.allocate();
+    return construct(p, std::forward<Args>(args)...);
+  }
+
+  // As create(), but returns null when out of memory.
+  template <class... Args>
+  T* try_create(Args&&... args) {
+    void* p = pool_.try_allocate();
+    return p ? construct(p, std::forward<Args>(args)...) : nullptr;
+  }
+
+  // Effects: destroys `obj` (from this pool) and recycles its block; null is ignored.
+  // Errors: as BlockPool::deallocate; a checked pool validates before running the destructor.
+  void destroy(T* obj) noexcept {
+    if (obj == nullptr) return;
+    pool_.check_live(obj);
+    obj->~T();
+    pool_.deallocate(obj);
+  }
+
+  std::size_t size() const noexcept { return pool_.stats().live_blocks; }
+  BlockPoolStats stats() const noexcept { return pool_.stats(); }
+  std::size_t trim() noexcept { return pool_.trim(); }
+  bool owns(const T* obj) const noexcept { return pool_.owns(obj); }
+
+ private:
+  static BlockPoolOptions with_name(BlockPoolOptions o) {
+    if (o.name == BlockPoolOptions{}.name) o.name = "ObjectPool";
+    return o;
+  }
+
+  template <class... Args>
+  T* construct(void* p, Args&&... args) {
+    if constexpr (std::is_nothrow_constructible_v<T, Args...>) {
+      return ::new (p) T(std::forward<Args>(args)...);
+    } else {
+      try {
+        return ::new (p) T(std::forward<Args>(args)...);
+      } catch (...) {
+        pool_.deallocate(p);
+        throw;
+      }
+    }
+  }
+
+  BlockPool pool_;
+};
+
+}  // namespace ak

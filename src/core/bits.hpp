@@ -1,0 +1,37 @@
+// Bit and alignment helpers used on every path. Pure constexpr: no OS calls, no heap.
+// Invariant: every `align` argument is a power of two (callers validate untrusted input first).
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace ak::detail {
+
+constexpr bool is_pow2(std::size_t x) noexcept {
+  return x != 0 && (x & (x - 1)) == 0;
+}
+
+constexpr std::size_t align_up(std::size_t x, std::size_t align) noexcept {
+  return (x + align - 1) & ~(align - 1);
+}
+
+constexpr std::size_t align_down(std::size_t x, std::size_t align) noexcept {
+  return x & ~(align - 1);
+}
+
+inline std::uintptr_t addr(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+// Overflow-checked multiply: false when a*b does not fit in size_t.
+constexpr bool mul_fits(std::size_t a, std::size_t b, std::size_t* out) noexcept {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+// Largest power of two dividing x (x != 0): the natural alignment of a block size.
+constexpr std::size_t natural_alignment(std::size_t x) noexcept {
+  return x & (~x + 1);
+}
+
+}  // namespace ak::detail

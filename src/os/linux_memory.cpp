@@ -1,0 +1,120 @@
+// Linux implementation of the OS memory contract (os.hpp): mmap/munmap/mprotect/madvise/mincore.
+// Aligned reservations over-map by `align` and unmap the slack, so no address space is held twice.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "allockit/page_source.hpp"
+#include "os/os.hpp"
+
+namespace ak::os {
+namespace {
+
+struct Linux {
+  static std::size_t page_size() noexcept {
+    static const std::size_t size = std::size_t(::sysconf(_SC_PAGESIZE));
+    return size;
+  }
+
+  static void* map_aligned(std::size_t bytes, std::size_t align, int prot) noexcept {
+    if (bytes == 0 || !detail::is_pow2(align)) return nullptr;
+    const std::size_t page = page_size();
+    if (align < page) align = page;
+    bytes = detail::align_up(bytes, page);
+    if (bytes + align < bytes) return nullptr;  // overflow
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    // Fast case: the kernel often hands back aligned addresses already.
+    void* p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    if (detail::addr(p) % align == 0) return p;
+    ::munmap(p, bytes);
+    const std::size_t span = bytes + align - page;
+    p = ::mmap(nullptr, span, prot, flags, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    const std::uintptr_t start = detail::align_up(detail::addr(p), align);
+    const std::size_t head = start - detail::addr(p), tail = span - head - bytes;
+    if (head) ::munmap(p, head);
+    if (tail) ::munmap(reinterpret_cast<char*>(start) + bytes, tail);
+    return reinterpret_cast<void*>(start);
+  }
+
+  static void* reserve(std::size_t bytes, std::size_t align) noexcept {
+    return map_aligned(bytes, align, PROT_NONE);
+  }
+  static bool commit(void* p, std::size_t bytes) noexcept {
+    return ::mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0;
+  }
+  static bool decommit(void* p, std::size_t bytes) noexcept {
+    return ::madvise(p, bytes, MADV_DONTNEED) == 0;
+  }
+  static void release(void* p, std::size_t bytes) noexcept {
+    if (p) ::munmap(p, detail::align_up(bytes, page_size()));
+  }
+};
+static_assert(MemoryPrimitives<Linux>);
+
+class OsPageSource final : public PageSource {
+ public:
+  void* map(std::size_t bytes, std::size_t align) noexcept override {
+    return os::map(bytes, align);
+  }
+  void unmap(void* p, std::size_t bytes) noexcept override { os::release(p, bytes); }
+};
+
+}  // namespace
+
+std::size_t page_size() noexcept {
+  return Linux::page_size();
+}
+void* reserve(std::size_t bytes, std::size_t align) noexcept {
+  return Linux::reserve(bytes, align);
+}
+bool commit(void* p, std::size_t bytes) noexcept {
+  return Linux::commit(p, bytes);
+}
+bool decommit(void* p, std::size_t bytes) noexcept {
+  return Linux::decommit(p, bytes);
+}
+void release(void* p, std::size_t bytes) noexcept {
+  Linux::release(p, bytes);
+}
+
+void* map(std::size_t bytes, std::size_t align) noexcept {
+  return Linux::map_aligned(bytes, align, PROT_READ | PROT_WRITE);
+}
+
+void huge_page_hint(void* p, std::size_t bytes) noexcept {
+#ifdef MADV_HUGEPAGE
+  const int saved = errno;
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+  errno = saved;
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept {
+  const std::size_t page = page_size();
+  unsigned char vec[256];
+  std::size_t resident = 0;
+  auto* cur = static_cast<const char*>(p);
+  std::size_t pages = detail::align_up(bytes, page) / page;
+  while (pages > 0) {
+    const std::size_t batch = pages < sizeof vec ? pages : sizeof vec;
+    if (::mincore(const_cast<char*>(cur), batch * page, vec) != 0) return resident;
+    for (std::size_t i = 0; i < batch; ++i) resident += (vec[i] & 1) ? page : 0;
+    cur += batch * page;
+    pages -= batch;
+  }
+  return resident;
+}
+
+}  // namespace ak::os
+
+namespace ak {
+PageSource& os_page_source() noexcept {
+  static os::OsPageSource source;
+  return source;
+}
+}  // namespace ak

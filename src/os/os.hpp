@@ -1,0 +1,52 @@
+// The OS layer's one contract: the only code in allockit that may include OS headers. Every
+// function reports failure as a null or false result, never an exception or errno left for the
+// caller. All functions are thread-safe and never allocate.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+
+#include "core/core.hpp"
+
+namespace ak::os {
+
+std::size_t page_size() noexcept;
+
+// Reserve address space aligned to `align` (a power of two); no memory is usable yet.
+void* reserve(std::size_t bytes, std::size_t align) noexcept;
+// Make a reserved range readable and writable; pages are zero on first touch.
+bool commit(void* p, std::size_t bytes) noexcept;
+// Drop the contents and the resident memory of a committed range; it stays usable and reads zero.
+bool decommit(void* p, std::size_t bytes) noexcept;
+// Return a reserved range to the OS.
+void release(void* p, std::size_t bytes) noexcept;
+// Reserve and commit in one call (one mmap): the common path for pages used at once.
+void* map(std::size_t bytes, std::size_t align) noexcept;
+// Ask for transparent huge pages on a range; a hint, ignored when unsupported.
+void huge_page_hint(void* p, std::size_t bytes) noexcept;
+// Bytes of [p, p+bytes) currently resident in RAM (p page-aligned).
+std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
+
+// Run `fn(value)` when the calling thread exits, after C++ thread_local destructors. Re-arming from
+// inside `fn` runs it again (bounded by the OS). One hook per `ThreadExitHook` object.
+class ThreadExitHook {
+ public:
+  explicit ThreadExitHook(void (*fn)(void*)) noexcept;
+  void arm(void* value) noexcept;  // for the calling thread; null disarms
+
+ private:
+  unsigned key_;
+  bool ok_;
+};
+
+// What every OS backend provides (checked against the Linux one in linux_memory.cpp).
+template <class T>
+concept MemoryPrimitives = requires(T os, void* p, std::size_t n) {
+  { os.reserve(n, n) } -> std::same_as<void*>;
+  { os.commit(p, n) } -> std::same_as<bool>;
+  { os.decommit(p, n) } -> std::same_as<bool>;
+  { os.release(p, n) } -> std::same_as<void>;
+  { os.page_size() } -> std::same_as<std::size_t>;
+};
+
+}  // namespace ak::os

@@ -1,0 +1,12 @@
+// Umbrella header of the pool layer for the layers above: block pools, object pools, the shared
+// size-class pools and their internal hooks.
+#pragma once
+
+#include "allockit/block_pool.hpp"
+#include "allockit/object_pool.hpp"
+#include "allockit/pool.hpp"
+#include "pool/slab_source.hpp"
+
+namespace ak::detail {
+std::size_t heap_count() noexcept;  // thread heaps ever created (thread_heap.cpp)
+}

@@ -1,0 +1,32 @@
+// The process-wide supply of 64 KiB slabs for the shared pools. Slabs are carved from 16 MiB
+// regions that are never unmapped, so "is this address ours" is one bit test. Empty slabs are
+// cached; beyond kRetainedSlabs they are decommitted first, which bounds idle RSS.
+// Thread-safe: every function takes one internal mutex (slow paths only) except in_pool_region.
+#pragma once
+
+#include <cstddef>
+
+#include "allockit/detail/shared_pool.hpp"
+
+namespace ak::detail {
+
+inline constexpr std::size_t kRegionShift = 24;
+inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
+inline constexpr std::size_t kRetainedSlabs = 64;  // resident empty slabs kept (4 MiB)
+
+// Returns: a slab-aligned kSlabSize block of memory, or null when out of memory. Its contents are
+// stale (a reused slab) or zero (fresh or decommitted); `*zeroed` says which.
+Slab* slab_acquire(bool* zeroed) noexcept;
+// Effects: takes back an empty slab for reuse.
+void slab_release(Slab* slab) noexcept;
+// Returns: whether `p` lies in a region the slab source reserved. Lock-free, O(1).
+bool in_pool_region(const void* p) noexcept;
+
+struct SlabSourceStats {
+  std::size_t regions, slabs_in_use, slabs_cached, reserved_bytes, resident_bytes;
+};
+SlabSourceStats slab_source_stats() noexcept;
+// Effects: decommits every cached slab. Returns: bytes given back to the OS.
+std::size_t slab_source_trim() noexcept;
+
+}  // namespace ak::detail

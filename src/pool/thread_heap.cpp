@@ -1,0 +1,323 @@
+// Thread heaps and every slow path of the shared pools: heap hand-out and hand-back at thread exit,
+// slab setup and retirement, lazy carving, lock-free remote frees and their collection, and the
+// checked (debug) slabs. Invariants are listed in include/allockit/detail/shared_pool.hpp.
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "core/core.hpp"
+#include "os/os.hpp"
+#include "pool/slab_source.hpp"
+
+namespace ak::detail {
+
+static_assert(kPoolClasses == kClassCount);
+
+constinit Slab g_empty_slab{};
+constinit Heap g_empty_heap(&g_empty_slab);
+constinit thread_local Heap* tl_heap = &g_empty_heap;
+
+namespace {
+
+constexpr std::size_t kCarveBytes = 4096;  // lazily carve about one OS page of blocks at a time
+
+std::mutex g_heaps_lock;
+Heap* g_abandoned = nullptr;
+char* g_heap_chunk = nullptr;
+std::size_t g_heap_chunk_left = 0;
+std::size_t g_heap_count = 0;
+bool g_checked_slabs = kDebugBuild;
+
+void on_thread_exit(void* heap);
+
+os::ThreadExitHook& exit_hook() noexcept {
+  static os::ThreadExitHook hook(&on_thread_exit);
+  return hook;
+}
+
+bool is_current(const Heap* h, const Slab* s) {
+  return h->bins[s->size_class].current == s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bin lists: the slabs of one class with free space, excluding the current one
+// ---------------------------------------------------------------------------------------------
+
+void link_avail(Heap* h, Slab* s) {
+  Bin& bin = h->bins[s->size_class];
+  s->prev = nullptr;
+  s->next = bin.avail;
+  if (bin.avail) bin.avail->prev = s;
+  bin.avail = s;
+}
+
+void unlink_avail(Heap* h, Slab* s) {
+  Bin& bin = h->bins[s->size_class];
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    bin.avail = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checked slabs (debug): one bit per block, set while allocated
+// ---------------------------------------------------------------------------------------------
+
+[[noreturn]] void fail_block(const char* what, const Slab* s, const void* p) {
+  Message()
+      .str("allockit: ")
+      .str(what)
+      .str(" of ")
+      .ptr(p)
+      .str(" in shared pool (class ")
+      .num(s->size_class)
+      .str(", ")
+      .num(s->block_size)
+      .str("-byte blocks)")
+      .fail();
+}
+
+std::size_t block_index(const Slab* s, const void* p) {
+  auto* c = static_cast<const char*>(p);
+  if (c < s->data || c >= s->carve) fail_block("free of a pointer outside every block", s, p);
+  const std::size_t offset = std::size_t(c - s->data);
+  if (offset % s->block_size != 0)
+    fail_block("free of an interior pointer (not the start of a block)", s, p);
+  return offset / s->block_size;
+}
+
+void mark_live(Slab* s, void* p) {
+  const std::size_t i = std::size_t(static_cast<char*>(p) - s->data) / s->block_size;
+  const std::uint64_t bit = std::uint64_t(1) << (i % 64);
+  if (s->live_bits[i / 64].fetch_or(bit, std::memory_order_relaxed) & bit)
+    fail_block("free list corrupted: block handed out twice", s, p);
+}
+
+void mark_free(Slab* s, void* p) {
+  const std::size_t i = block_index(s, p);
+  const std::uint64_t bit = std::uint64_t(1) << (i % 64);
+  if (!(s->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit))
+    fail_block("double free", s, p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slabs: setup, carving, retirement
+// ---------------------------------------------------------------------------------------------
+
+Slab* new_slab(Heap* h, unsigned cls) {
+  bool zeroed = false;
+  Slab* s = slab_acquire(&zeroed);
+  if (s == nullptr) return nullptr;
+  const std::size_t block = class_size(cls);
+  const std::size_t max_blocks = (kSlabSize - sizeof(Slab)) / block;
+  const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
+  char* base = reinterpret_cast<char*>(s);
+  char* data = base + align_up(sizeof(Slab) + bitmap, 64);
+  const std::size_t capacity = std::size_t(base + kSlabSize - data) / block;
+  ::new (s) Slab{};
+  s->size_class = std::uint16_t(cls);
+  s->checked = g_checked_slabs;
+  s->owner_tag = addr(h) | (s->checked ? 1 : 0);
+  s->block_size = std::uint32_t(block);
+  s->capacity = std::uint32_t(capacity);
+  s->data = s->carve = data;
+  s->end = data + capacity * block;
+  if (s->checked) {
+    s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(base + sizeof(Slab));
+    if (!zeroed) std::memset(static_cast<void*>(s->live_bits), 0, bitmap);
+  }
+  return s;
+}
+
+// Threads at most kCarveBytes of never-used blocks onto the slab's free list.
+void carve(Slab* s, PoolBlock*& list) {
+  const std::size_t n_fit = std::size_t(s->end - s->carve) / s->block_size;
+  std::size_t n = kCarveBytes / s->block_size;
+  if (n == 0) n = 1;
+  if (n > n_fit) n = n_fit;
+  char* p = s->carve;
+  for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
+    reinterpret_cast<PoolBlock*>(p)->next = reinterpret_cast<PoolBlock*>(p + s->block_size);
+  reinterpret_cast<PoolBlock*>(p)->next = list;
+  list = reinterpret_cast<PoolBlock*>(s->carve);
+  s->carve += n * s->block_size;
+}
+
+// Hands out one block of a current slab, carving if needed; null when the slab is exhausted.
+void* take_block(Slab* s) {
+  PoolBlock*& list = s->checked ? s->checked_free : s->free;
+  if (list == nullptr && s->carve != s->end) carve(s, list);
+  PoolBlock* b = list;
+  if (b == nullptr) return nullptr;
+  list = b->next;
+  ++s->used;
+  if (s->checked) mark_live(s, b);
+  return b;
+}
+
+// A non-current slab of `h` whose free list or use count just changed.
+void settle(Heap* h, Slab* s) {
+  if (s->used == 0) {
+    if (!s->full) unlink_avail(h, s);
+    slab_release(s);
+  } else if (s->full) {
+    s->full = false;
+    link_avail(h, s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Remote frees: other threads push onto slab->remote; the owner collects in its slow path
+// ---------------------------------------------------------------------------------------------
+
+void remote_push(Slab* s, void* p) {
+  auto* b = static_cast<PoolBlock*>(p);
+  std::uintptr_t old = s->remote.load(std::memory_order_relaxed);
+  do {
+    b->next = reinterpret_cast<PoolBlock*>(old & ~std::uintptr_t(1));
+  } while (!s->remote.compare_exchange_weak(old, addr(b) | 1, std::memory_order_release,
+                                            std::memory_order_relaxed));
+  if (old & 1) return;  // already queued on the owner; the owner has not collected it yet
+  Heap* owner = slab_owner(s);
+  Slab* head = owner->remote_queue.load(std::memory_order_relaxed);
+  do {
+    s->queue_next = head;
+  } while (!owner->remote_queue.compare_exchange_weak(head, s, std::memory_order_release,
+                                                      std::memory_order_relaxed));
+}
+
+void collect_remote(Heap* h) {
+  Slab* s = h->remote_queue.exchange(nullptr, std::memory_order_acquire);
+  while (s) {
+    Slab* next = s->queue_next;  // read before `remote` is cleared: s may be re-queued after
+    auto* b = reinterpret_cast<PoolBlock*>(s->remote.exchange(0, std::memory_order_acquire) &
+                                           ~std::uintptr_t(1));
+    if (b) {
+      std::uint32_t n = 1;
+      PoolBlock* tail = b;
+      while (tail->next) tail = tail->next, ++n;
+      PoolBlock*& list = s->checked ? s->checked_free : s->free;
+      tail->next = list;
+      list = b;
+      s->used -= n;
+      if (!is_current(h, s)) settle(h, s);
+    }
+    s = next;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heaps: one per thread, handed back at thread exit and reused by the next new thread
+// ---------------------------------------------------------------------------------------------
+
+Heap* acquire_heap() {
+  Heap* h = nullptr;
+  {
+    std::lock_guard guard(g_heaps_lock);
+    if (g_abandoned) {
+      h = g_abandoned;
+      g_abandoned = h->next_abandoned;
+    } else {
+      if (g_heap_chunk_left < sizeof(Heap)) {
+        g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
+        if (g_heap_chunk == nullptr) return nullptr;
+        g_heap_chunk_left = kSlabSize;
+      }
+      h = ::new (g_heap_chunk) Heap(&g_empty_slab);
+      h->is_real = true;
+      g_heap_chunk += align_up(sizeof(Heap), 64);
+      g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
+      ++g_heap_count;
+    }
+  }
+  tl_heap = h;
+  exit_hook().arm(h);
+  return h;
+}
+
+void abandon_heap(Heap* h) {
+  collect_remote(h);
+  for (Bin& bin : h->bins) {
+    Slab* s = bin.current;
+    if (s == &g_empty_slab) continue;
+    bin.current = &g_empty_slab;
+    s->used -= kCurrentBias;
+    if (s->used == 0) {
+      slab_release(s);
+    } else if (s->free || s->checked_free || s->carve != s->end) {
+      link_avail(h, s);
+    } else {
+      s->full = true;
+    }
+  }
+  std::lock_guard guard(g_heaps_lock);
+  h->next_abandoned = g_abandoned;
+  g_abandoned = h;
+}
+
+void on_thread_exit(void* heap) {
+  tl_heap = &g_empty_heap;  // later frees in this thread take the remote path
+  abandon_heap(static_cast<Heap*>(heap));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Slow paths called from the inline fast paths
+// ---------------------------------------------------------------------------------------------
+
+void* pool_alloc_slow(unsigned cls) noexcept {
+  Heap* h = tl_heap;
+  if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
+  Bin& bin = h->bins[cls];
+  if (bin.current != &g_empty_slab)
+    if (void* p = take_block(bin.current)) return p;
+  collect_remote(h);
+  if (Slab* s = bin.current; s != &g_empty_slab) {
+    if (void* p = take_block(s)) return p;
+    s->used -= kCurrentBias;  // exhausted: it leaves the bin until a block comes back
+    s->full = true;
+    bin.current = &g_empty_slab;
+  }
+  Slab* s = bin.avail;
+  if (s) {
+    unlink_avail(h, s);
+  } else if ((s = new_slab(h, cls)) == nullptr) {
+    return nullptr;
+  }
+  s->used += kCurrentBias;
+  bin.current = s;
+  return take_block(s);
+}
+
+void pool_after_local_free(Slab* slab) noexcept {
+  settle(slab_owner(slab), slab);
+}
+
+void pool_free_other(Slab* s, void* p) noexcept {
+  if (s->checked) mark_free(s, p);
+  if (slab_owner(s) != tl_heap) return remote_push(s, p);
+  // A checked slab of this thread: the fast path skipped it on purpose.
+  auto* b = static_cast<PoolBlock*>(p);
+  b->next = s->checked_free;
+  s->checked_free = b;
+  if (--s->used == 0 || s->full) settle(slab_owner(s), s);
+}
+
+void pool_check_pointer(const void* p) noexcept {
+  if (!in_pool_region(p))
+    Message()
+        .str("allockit: free of ")
+        .ptr(p)
+        .str(" which the shared pools never allocated (foreign pointer)")
+        .fail();
+}
+
+std::size_t heap_count() noexcept {
+  std::lock_guard guard(g_heaps_lock);
+  return g_heap_count;
+}
+
+}  // namespace ak::detail

@@ -1,0 +1,60 @@
+// The size-class table: every size maps to the smallest class that holds it, alignment is honoured
+// and the fragmentation bound stated in size_class.hpp holds.
+#include <gtest/gtest.h>
+
+#include "core/core.hpp"
+
+using namespace ak::detail;
+
+TEST(SizeClass, ClassesAreIncreasing) {
+  for (unsigned c = 1; c < kClassCount; ++c) EXPECT_LT(class_size(c - 1), class_size(c));
+}
+
+TEST(SizeClass, EverySizeGetsSmallestHoldingClass) {
+  for (std::size_t size = 1; size <= kMaxPooledSize; ++size) {
+    const unsigned c = class_of(size);
+    ASSERT_LT(c, kClassCount) << size;
+    ASSERT_GE(class_size(c), size) << size;
+    if (c > 0) {
+      ASSERT_LT(class_size(c - 1), size) << size;
+    }
+  }
+}
+
+TEST(SizeClass, FragmentationBound) {
+  for (std::size_t size = 1; size <= kMaxPooledSize; ++size) {
+    const std::size_t waste = class_size(class_of(size)) - size;
+    if (size <= 128)
+      ASSERT_LE(waste, 7u) << size;
+    else
+      ASSERT_LT(waste * 4, size) << size;  // below 25%
+  }
+}
+
+TEST(SizeClass, AlignedRequestsLandOnAlignedClasses) {
+  for (std::size_t align = 1; align <= kMaxPooledAlign; align *= 2)
+    for (std::size_t size = 1; size <= kMaxPooledSize; size += 7) {
+      const unsigned c = class_for(size, align);
+      if (c == kNoClass) continue;
+      ASSERT_EQ(class_size(c) % align, 0u) << size << " " << align;
+      ASSERT_GE(class_size(c), size);
+    }
+}
+
+TEST(SizeClass, OutOfRangeRequestsHaveNoClass) {
+  EXPECT_EQ(class_for(kMaxPooledSize + 1, 8), kNoClass);
+  EXPECT_EQ(class_for(8, 128), kNoClass);
+  EXPECT_EQ(class_for(0, 8), class_of(1));
+}
+
+TEST(Bits, Helpers) {
+  EXPECT_TRUE(is_pow2(1));
+  EXPECT_FALSE(is_pow2(0));
+  EXPECT_FALSE(is_pow2(12));
+  EXPECT_EQ(align_up(13, 8), 16u);
+  EXPECT_EQ(natural_alignment(24), 8u);
+  std::size_t out = 0;
+  EXPECT_FALSE(mul_fits(std::size_t(1) << 40, std::size_t(1) << 40, &out));
+  EXPECT_TRUE(mul_fits(3, 5, &out));
+  EXPECT_EQ(out, 15u);
+}

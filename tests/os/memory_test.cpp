@@ -1,0 +1,50 @@
+// The OS layer: aligned mapping, zero-fill, decommit, residency and failure as null.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "os/os.hpp"
+
+namespace os = ak::os;
+
+TEST(OsMemory, MapIsAlignedAndZeroed) {
+  for (std::size_t align : {std::size_t(4096), std::size_t(1) << 16, std::size_t(1) << 21}) {
+    auto* p = static_cast<unsigned char*>(os::map(3 * 4096, align));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % align, 0u);
+    for (std::size_t i = 0; i < 3 * 4096; i += 511) EXPECT_EQ(p[i], 0);
+    os::release(p, 3 * 4096);
+  }
+}
+
+TEST(OsMemory, ReserveCommitDecommit) {
+  const std::size_t size = 64 * os::page_size();
+  auto* p = static_cast<char*>(os::reserve(size, os::page_size()));
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(os::commit(p, size));
+  std::memset(p, 0xab, size);
+  EXPECT_EQ(os::resident_bytes(p, size), size);
+  ASSERT_TRUE(os::decommit(p, size));
+  EXPECT_EQ(os::resident_bytes(p, size), 0u);
+  EXPECT_EQ(p[100], 0);  // decommitted memory reads zero and stays usable
+  p[100] = 1;
+  os::release(p, size);
+}
+
+TEST(OsMemory, FailureIsNull) {
+  EXPECT_EQ(os::map(0, 4096), nullptr);
+  EXPECT_EQ(os::map(4096, 3000), nullptr);  // alignment not a power of two
+  EXPECT_EQ(os::map(std::size_t(-1) - 4096, 4096), nullptr);
+  EXPECT_EQ(os::reserve(std::size_t(1) << 60, 4096), nullptr);
+}
+
+TEST(OsMemory, PageSizeIsPowerOfTwo) {
+  EXPECT_TRUE(ak::detail::is_pow2(os::page_size()));
+}
+
+TEST(OsMemory, HugePageHintIsHarmless) {
+  void* p = os::map(std::size_t(4) << 20, std::size_t(2) << 20);
+  ASSERT_NE(p, nullptr);
+  os::huge_page_hint(p, std::size_t(4) << 20);
+  os::release(p, std::size_t(4) << 20);
+}
