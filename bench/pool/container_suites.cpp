@@ -164,14 +164,29 @@ void RegisterFamily(bool umap) {
   const std::string name = F::kName;
   auto unit = benchmark::kMillisecond;
   benchmark::RegisterBenchmark(("list_10M/" + name).c_str(), ListBench<F>)
-      ->Arg(10'000'000)->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(unit);
+      ->Arg(10'000'000)
+      ->Iterations(1)
+      ->Repetitions(3)
+      ->UseManualTime()
+      ->Unit(unit);
   if (umap)
     benchmark::RegisterBenchmark(("umap_string_10M/" + name).c_str(), UMapBench<F>)
-        ->Arg(10'000'000)->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(unit);
+        ->Arg(10'000'000)
+        ->Iterations(1)
+        ->Repetitions(1)
+        ->UseManualTime()
+        ->Unit(unit);
   benchmark::RegisterBenchmark(("map_1M/" + name).c_str(), MapBench<F>)
-      ->Arg(1'000'000)->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(unit);
+      ->Arg(1'000'000)
+      ->Iterations(1)
+      ->Repetitions(3)
+      ->UseManualTime()
+      ->Unit(unit);
   benchmark::RegisterBenchmark(("threads_8x1M_map/" + name).c_str(), ThreadsBench<F>)
-      ->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(unit);
+      ->Iterations(1)
+      ->Repetitions(3)
+      ->UseManualTime()
+      ->Unit(unit);
 }
 
 }  // namespace

@@ -81,7 +81,9 @@ void unlink_avail(Heap* h, Slab* s) {
 
 std::size_t block_index(const Slab* s, const void* p) {
   auto* c = static_cast<const char*>(p);
-  if (c < s->data || c >= s->carve) fail_block("free of a pointer outside every block", s, p);
+  // Bounded by `end`, not `carve`: other threads may free here while the owner carves. A
+  // never-carved block has a clear bit and is reported as a double free.
+  if (c < s->data || c >= s->end) fail_block("free of a pointer outside every block", s, p);
   const std::size_t offset = std::size_t(c - s->data);
   if (offset % s->block_size != 0)
     fail_block("free of an interior pointer (not the start of a block)", s, p);
@@ -99,7 +101,7 @@ void mark_free(Slab* s, void* p) {
   const std::size_t i = block_index(s, p);
   const std::uint64_t bit = std::uint64_t(1) << (i % 64);
   if (!(s->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit))
-    fail_block("double free", s, p);
+    fail_block("double free (or free of a never-allocated block)", s, p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,7 +179,9 @@ void remote_push(Slab* s, void* p) {
   std::uintptr_t old = s->remote.load(std::memory_order_relaxed);
   do {
     b->next = reinterpret_cast<PoolBlock*>(old & ~std::uintptr_t(1));
-  } while (!s->remote.compare_exchange_weak(old, addr(b) | 1, std::memory_order_release,
+    // acq_rel: a pusher that finds the queued bit clear writes queue_next below, which must
+    // come after the owner's read of it in collect_remote (ordered by the owner's exchange).
+  } while (!s->remote.compare_exchange_weak(old, addr(b) | 1, std::memory_order_acq_rel,
                                             std::memory_order_relaxed));
   if (old & 1) return;  // already queued on the owner; the owner has not collected it yet
   Heap* owner = slab_owner(s);
@@ -192,7 +196,7 @@ void collect_remote(Heap* h) {
   Slab* s = h->remote_queue.exchange(nullptr, std::memory_order_acquire);
   while (s) {
     Slab* next = s->queue_next;  // read before `remote` is cleared: s may be re-queued after
-    auto* b = reinterpret_cast<PoolBlock*>(s->remote.exchange(0, std::memory_order_acquire) &
+    auto* b = reinterpret_cast<PoolBlock*>(s->remote.exchange(0, std::memory_order_acq_rel) &
                                            ~std::uintptr_t(1));
     if (b) {
       std::uint32_t n = 1;
