@@ -70,6 +70,7 @@ void RegisterObjectContender(int bulk_iterations) {
                                    fn)
           ->UseManualTime()
           ->Iterations(bulk_iterations)
+          ->Repetitions(bulk_iterations < 3 ? 1 : 3)
           ->Unit(benchmark::kMicrosecond);
   };
   reg.template operator()<8>();
@@ -81,7 +82,7 @@ void RegisterObjectContender(int bulk_iterations) {
 
 void RegisterObjectSuites() {
   RegisterObjectContender<NewDelete>(20);
-  RegisterObjectContender<BoostObjectPool>(2);  // O(n) per free: seconds per iteration
+  RegisterObjectContender<BoostObjectPool>(1);  // O(n) per free: seconds per iteration
   RegisterObjectContender<BoostFastPool>(20);
   RegisterObjectContender<LokiSmallObject>(20);
   RegisterObjectContender<PmrUnsync>(20);

@@ -63,13 +63,11 @@ class BlockPool {
       return allocate_checked();
     if (detail::FreeBlockLink* b = free_) [[likely]] {
       free_ = b->next;
-      ++live_;
       return b;
     }
     if (bump_ != bump_end_) [[likely]] {
       void* p = bump_;
       bump_ += block_size_;
-      ++live_;
       return p;
     }
     return allocate_slow();
@@ -87,7 +85,6 @@ class BlockPool {
     auto* b = static_cast<detail::FreeBlockLink*>(p);
     b->next = free_;
     free_ = b;
-    --live_;
   }
 
   // Effects: forgets every block and returns every page to the source. Live blocks become invalid.
@@ -106,7 +103,11 @@ class BlockPool {
   // Returns false (visiting nothing) if the scratch bitmap cannot be mapped.
   bool for_each_live(void (*fn)(void* block, void* ctx), void* ctx) const noexcept;
 
+  // Returns: the pool's counters. Cost: O(pages + free blocks), plus a mincore call per page: live
+  // blocks are derived (carved minus free) so the fast paths keep no counter.
   BlockPoolStats stats() const noexcept;
+  // Returns: blocks allocated and not yet deallocated. Cost: O(pages + free blocks).
+  std::size_t live_blocks() const noexcept;
   std::size_t block_size() const noexcept { return block_size_; }
   std::size_t alignment() const noexcept { return align_; }
   const char* name() const noexcept { return options_.name; }
@@ -126,7 +127,6 @@ class BlockPool {
   detail::FreeBlockLink* free_ = nullptr;
   char* bump_ = nullptr;
   char* bump_end_ = nullptr;
-  std::size_t live_ = 0;
   std::size_t block_size_;
   std::size_t align_;
   bool checked_;

@@ -142,7 +142,6 @@ void* BlockPool::allocate_slow() noexcept {
   if (!add_page()) return nullptr;
   void* p = bump_;
   bump_ += block_size_;
-  ++live_;
   return p;
 }
 
@@ -182,7 +181,6 @@ void* BlockPool::allocate_checked() noexcept {
   const std::size_t index = std::size_t(static_cast<char*>(p) - page->first) / block_size_;
   if (detail::bit_get(page->live, index)) fail("free list corrupted: block handed out twice", p);
   detail::bit_set(page->live, index);
-  ++live_;
   return p;
 }
 
@@ -207,7 +205,6 @@ void BlockPool::deallocate_checked(void* p) noexcept {
   auto* b = static_cast<detail::FreeBlockLink*>(p);
   b->next = free_;
   free_ = b;
-  --live_;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,7 +219,6 @@ void BlockPool::release() noexcept {
   free_ = nullptr;
   bump_ = bump_end_ = nullptr;
   bump_page_ = nullptr;
-  live_ = 0;
   next_page_bytes_ = options_.first_page_bytes;
 }
 
@@ -270,7 +266,7 @@ bool BlockPool::owns(const void* p) const noexcept {
 }
 
 bool BlockPool::for_each_live(void (*fn)(void*, void*), void* ctx) const noexcept {
-  if (live_ == 0) return true;
+  if (free_ == nullptr && dir_len_ == 0) return true;
   // Scratch bitmap of free blocks, one region per page in directory order.
   std::size_t words = 0;
   for (std::size_t i = 0; i < dir_len_; ++i) words += (dir_[i]->capacity + 63) / 64;
@@ -298,8 +294,15 @@ bool BlockPool::for_each_live(void (*fn)(void*, void*), void* ctx) const noexcep
   return true;
 }
 
+std::size_t BlockPool::live_blocks() const noexcept {
+  std::size_t carved = 0, free = 0;
+  for (std::size_t i = 0; i < dir_len_; ++i) carved += carved_blocks(dir_[i]);
+  for (auto* b = free_; b; b = b->next) ++free;
+  return carved - free;
+}
+
 BlockPoolStats BlockPool::stats() const noexcept {
-  BlockPoolStats s{block_size_, live_, dir_len_, 0, 0};
+  BlockPoolStats s{block_size_, live_blocks(), dir_len_, 0, 0};
   for (std::size_t i = 0; i < dir_len_; ++i) {
     s.reserved_bytes += dir_[i]->bytes;
     s.resident_bytes += os::resident_bytes(dir_[i], dir_[i]->bytes);
