@@ -142,13 +142,22 @@ template <class F>
 void ThreadsBench(benchmark::State& state) {
   for (auto _ : state) {
     std::atomic<int> next{0};
+    auto job = [](auto& map) {
+      for (int i = 0; i < 1000000; ++i) map.emplace(i, i);
+      long sum = 0;
+      for (const auto& kv : map) sum += kv.second;
+      benchmark::DoNotOptimize(sum);
+    };
     auto worker = [&] {
       while (next.fetch_add(1) < 8) {
-        auto map = F::template make<typename F::template Map<int, int>>();
-        for (int i = 0; i < 1000000; ++i) map.emplace(i, i);
-        long sum = 0;
-        for (const auto& kv : map) sum += kv.second;
-        benchmark::DoNotOptimize(sum);
+        if constexpr (std::is_same_v<F, PmrUnsyncFamily>) {
+          std::pmr::unsynchronized_pool_resource local;  // not thread-safe: one per job
+          std::pmr::map<int, int> map(&local);
+          job(map);
+        } else {
+          auto map = F::template make<typename F::template Map<int, int>>();
+          job(map);
+        }
       }
     };
     auto t = Clock::now();

@@ -59,8 +59,6 @@ class BlockPool {
 
   // As allocate(), but returns null instead of throwing. The pool stays usable after a failure.
   void* try_allocate() noexcept {
-    if (checked_) [[unlikely]]
-      return allocate_checked();
     if (detail::FreeBlockLink* b = free_) [[likely]] {
       free_ = b->next;
       return b;
@@ -77,11 +75,9 @@ class BlockPool {
   // Errors: a checked pool aborts with a message naming the pool on a double, foreign or interior
   // free; an unchecked pool never scans and aborts only on a misaligned pointer. Cost: O(1).
   void deallocate(void* p) noexcept {
-    if (checked_) [[unlikely]]
-      return deallocate_checked(p);
-    if (p == nullptr) return;
-    if (reinterpret_cast<std::uintptr_t>(p) & (align_ - 1)) [[unlikely]]
-      fail_misaligned(p);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    if ((a & slow_mask_) != 0 || a == 0) [[unlikely]]
+      return deallocate_slow(p);
     auto* b = static_cast<detail::FreeBlockLink*>(p);
     b->next = free_;
     free_ = b;
@@ -96,7 +92,7 @@ class BlockPool {
   bool owns(const void* p) const noexcept;
   // Effects: in a checked pool, aborts unless `p` is a live block of this pool; otherwise nothing.
   void check_live(const void* p) const noexcept {
-    if (checked_) [[unlikely]]
+    if (reinterpret_cast<std::uintptr_t>(p) & slow_mask_) [[unlikely]]
       check_live_slow(p);
   }
   // Effects: calls fn(block, ctx) once for every live block. Cost: O(blocks + free * log pages).
@@ -115,7 +111,10 @@ class BlockPool {
  private:
   void* allocate_slow() noexcept;
   void* allocate_checked() noexcept;
-  void deallocate_checked(void* p) noexcept;
+  void deallocate_slow(void* p) noexcept;
+  detail::FreeBlockLink* free_list() const noexcept { return checked_ ? checked_free_ : free_; }
+  char*& cursor() noexcept { return checked_ ? checked_bump_ : bump_; }
+  const char* cursor() const noexcept { return checked_ ? checked_bump_ : bump_; }
   void check_live_slow(const void* p) const noexcept;
   [[noreturn]] void fail_misaligned(const void* p) const noexcept;
   [[noreturn]] void fail(const char* what, const void* p) const noexcept;
@@ -123,14 +122,20 @@ class BlockPool {
   detail::PoolPage* find_page(const void* p) const noexcept;
   std::size_t carved_blocks(const detail::PoolPage* page) const noexcept;
 
-  // Hot fields first: the fast path touches only this cache line.
+  // Hot fields first: the fast path touches only this cache line. A checked pool keeps free_ null
+  // and bump_ == bump_end_ so allocation always misses into the slow path, and sets every bit of
+  // slow_mask_ so every free does too; its real free list and bump range live below.
   detail::FreeBlockLink* free_ = nullptr;
   char* bump_ = nullptr;
   char* bump_end_ = nullptr;
+  std::uintptr_t slow_mask_;  // align_ - 1, or ~0 when checked
   std::size_t block_size_;
   std::size_t align_;
   bool checked_;
   // Cold state.
+  detail::FreeBlockLink* checked_free_ = nullptr;
+  char* checked_bump_ = nullptr;
+  char* checked_end_ = nullptr;
   BlockPoolOptions options_;
   PageSource* source_;
   detail::PoolPage** dir_ = nullptr;  // pages sorted by address, for lookups; mapped from source_

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <memory_resource>
@@ -43,8 +44,11 @@ struct PoolStats {
 };
 // Returns: a snapshot of the shared pools. Thread-safe; O(regions).
 PoolStats pool_stats() noexcept;
-// Effects: gives cached empty slabs' memory back to the OS. Returns: bytes given back.
+// Effects: gives cached empty slabs' memory back to the OS at once. Returns: bytes given back.
 std::size_t pool_trim() noexcept;
+// Effects: sets how long an empty slab stays resident for reuse before its memory goes back to
+// the OS (default 1000 ms). Checked whenever a slab is taken or returned. Thread-safe.
+void pool_set_purge_delay_ms(std::uint64_t ms) noexcept;
 
 namespace detail {
 [[noreturn]] void throw_bad_array_length();

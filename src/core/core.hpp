@@ -5,4 +5,5 @@
 #include "core/bits.hpp"
 #include "core/check.hpp"
 #include "core/free_list.hpp"
+#include "core/poison.hpp"
 #include "core/size_class.hpp"

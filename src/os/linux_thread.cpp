@@ -1,6 +1,7 @@
-// Thread-exit hooks on Linux through pthread keys: their destructors run after C++ thread_local
-// destructors, so a hook still sees frees made by those destructors.
+// Thread-exit hooks on Linux through pthread keys, and the coarse clock: their destructors run
+// after C++ thread_local destructors, so a hook still sees frees made by those destructors.
 #include <pthread.h>
+#include <time.h>
 
 #include "os/os.hpp"
 
@@ -14,6 +15,12 @@ ThreadExitHook::ThreadExitHook(void (*fn)(void*)) noexcept {
 
 void ThreadExitHook::arm(void* value) noexcept {
   if (ok_) ::pthread_setspecific(pthread_key_t(key_), value);
+}
+
+std::uint64_t coarse_now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec);
 }
 
 }  // namespace ak::os

@@ -5,6 +5,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 #include "core/core.hpp"
 
@@ -26,6 +27,9 @@ void* map(std::size_t bytes, std::size_t align) noexcept;
 void huge_page_hint(void* p, std::size_t bytes) noexcept;
 // Bytes of [p, p+bytes) currently resident in RAM (p page-aligned).
 std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
+
+// Monotonic time in nanoseconds from a cheap, coarse clock (a few ms resolution).
+std::uint64_t coarse_now_ns() noexcept;
 
 // Run `fn(value)` when the calling thread exits, after C++ thread_local destructors. Re-arming from
 // inside `fn` runs it again (bounded by the OS). One hook per `ThreadExitHook` object.

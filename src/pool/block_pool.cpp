@@ -60,6 +60,7 @@ BlockPool::BlockPool(std::size_t block_size, std::size_t alignment, BlockPoolOpt
   options_.first_page_bytes = detail::align_up(std::max(options.first_page_bytes, page), page);
   options_.max_page_bytes = std::max(options_.first_page_bytes, options.max_page_bytes);
   next_page_bytes_ = options_.first_page_bytes;
+  slow_mask_ = checked_ ? ~std::uintptr_t(0) : std::uintptr_t(align_ - 1);
 }
 
 BlockPool::~BlockPool() {
@@ -116,8 +117,8 @@ bool BlockPool::add_page() noexcept {
   ++dir_len_;
 
   bump_page_ = page;
-  bump_ = page->first;
-  bump_end_ = page->limit;
+  cursor() = page->first;
+  (checked_ ? checked_end_ : bump_end_) = page->limit;
   next_page_bytes_ = std::min(next_page_bytes_ * 2, options_.max_page_bytes);
   return true;
 }
@@ -134,11 +135,12 @@ PoolPage* BlockPool::find_page(const void* p) const noexcept {
 }
 
 std::size_t BlockPool::carved_blocks(const PoolPage* page) const noexcept {
-  if (page == bump_page_) return std::size_t(bump_ - page->first) / block_size_;
+  if (page == bump_page_) return std::size_t(cursor() - page->first) / block_size_;
   return page->capacity;
 }
 
 void* BlockPool::allocate_slow() noexcept {
+  if (checked_) return allocate_checked();
   if (!add_page()) return nullptr;
   void* p = bump_;
   bump_ += block_size_;
@@ -167,12 +169,12 @@ void BlockPool::fail_misaligned(const void* p) const noexcept {
 
 void* BlockPool::allocate_checked() noexcept {
   void* p = nullptr;
-  if (free_) {
-    p = free_;
-    free_ = free_->next;
-  } else if (bump_ != bump_end_ || add_page()) {
-    p = bump_;
-    bump_ += block_size_;
+  if (checked_free_) {
+    p = checked_free_;
+    checked_free_ = checked_free_->next;
+  } else if (checked_bump_ != checked_end_ || add_page()) {
+    p = checked_bump_;
+    checked_bump_ += block_size_;
   } else {
     return nullptr;
   }
@@ -186,6 +188,7 @@ void* BlockPool::allocate_checked() noexcept {
 
 void BlockPool::check_live_slow(const void* p) const noexcept {
   if (p == nullptr) return;
+  if (!checked_) fail_misaligned(p);
   PoolPage* page = find_page(p);
   if (page == nullptr) fail("free of a pointer not owned by the pool", p);
   auto* c = static_cast<const char*>(p);
@@ -197,14 +200,14 @@ void BlockPool::check_live_slow(const void* p) const noexcept {
     fail("double free", p);
 }
 
-void BlockPool::deallocate_checked(void* p) noexcept {
+void BlockPool::deallocate_slow(void* p) noexcept {
   if (p == nullptr) return;
-  check_live_slow(p);
+  check_live_slow(p);  // an unchecked pool gets here only for a misaligned pointer, and aborts
   PoolPage* page = find_page(p);
   detail::bit_clear(page->live, std::size_t(static_cast<char*>(p) - page->first) / block_size_);
   auto* b = static_cast<detail::FreeBlockLink*>(p);
-  b->next = free_;
-  free_ = b;
+  b->next = checked_free_;
+  checked_free_ = b;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -216,8 +219,8 @@ void BlockPool::release() noexcept {
   if (dir_) source_->unmap(dir_, dir_cap_ * sizeof(PoolPage*));
   dir_ = nullptr;
   dir_len_ = dir_cap_ = 0;
-  free_ = nullptr;
-  bump_ = bump_end_ = nullptr;
+  free_ = checked_free_ = nullptr;
+  bump_ = bump_end_ = checked_bump_ = checked_end_ = nullptr;
   bump_page_ = nullptr;
   next_page_bytes_ = options_.first_page_bytes;
 }
@@ -225,7 +228,7 @@ void BlockPool::release() noexcept {
 std::size_t BlockPool::trim() noexcept {
   if (dir_len_ == 0) return 0;
   for (std::size_t i = 0; i < dir_len_; ++i) dir_[i]->scratch = 0;
-  for (auto* b = free_; b; b = b->next) ++find_page(b)->scratch;
+  for (auto* b = free_list(); b; b = b->next) ++find_page(b)->scratch;
   // A page is wholly free when every carved block is on the free list. Mark it with scratch = ~0.
   bool any = false;
   for (std::size_t i = 0; i < dir_len_; ++i) {
@@ -236,7 +239,7 @@ std::size_t BlockPool::trim() noexcept {
   }
   if (!any) return 0;
   // Unlink free blocks of doomed pages, keeping the rest of the list in order.
-  detail::FreeBlockLink** link = &free_;
+  detail::FreeBlockLink** link = checked_ ? &checked_free_ : &free_;
   while (*link) {
     if (find_page(*link)->scratch == ~std::size_t(0))
       *link = (*link)->next;
@@ -252,7 +255,7 @@ std::size_t BlockPool::trim() noexcept {
     }
     if (page == bump_page_) {
       bump_page_ = nullptr;
-      bump_ = bump_end_ = nullptr;
+      bump_ = bump_end_ = checked_bump_ = checked_end_ = nullptr;
     }
     returned += page->bytes;
     source_->unmap(page, page->bytes);
@@ -266,7 +269,7 @@ bool BlockPool::owns(const void* p) const noexcept {
 }
 
 bool BlockPool::for_each_live(void (*fn)(void*, void*), void* ctx) const noexcept {
-  if (free_ == nullptr && dir_len_ == 0) return true;
+  if (dir_len_ == 0) return true;
   // Scratch bitmap of free blocks, one region per page in directory order.
   std::size_t words = 0;
   for (std::size_t i = 0; i < dir_len_; ++i) words += (dir_[i]->capacity + 63) / 64;
@@ -279,7 +282,7 @@ bool BlockPool::for_each_live(void (*fn)(void*, void*), void* ctx) const noexcep
     dir_[i]->scratch = w;
     w += (dir_[i]->capacity + 63) / 64;
   }
-  for (auto* b = free_; b; b = b->next) {
+  for (auto* b = free_list(); b; b = b->next) {
     PoolPage* page = find_page(b);
     detail::bit_set(bits + page->scratch,
                     std::size_t(reinterpret_cast<char*>(b) - page->first) / block_size_);
@@ -297,7 +300,7 @@ bool BlockPool::for_each_live(void (*fn)(void*, void*), void* ctx) const noexcep
 std::size_t BlockPool::live_blocks() const noexcept {
   std::size_t carved = 0, free = 0;
   for (std::size_t i = 0; i < dir_len_; ++i) carved += carved_blocks(dir_[i]);
-  for (auto* b = free_; b; b = b->next) ++free;
+  for (auto* b = free_list(); b; b = b->next) ++free;
   return carved - free;
 }
 

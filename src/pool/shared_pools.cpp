@@ -63,6 +63,10 @@ std::size_t pool_trim() noexcept {
   return detail::slab_source_trim();
 }
 
+void pool_set_purge_delay_ms(std::uint64_t ms) noexcept {
+  detail::slab_source_set_purge_delay(ms * 1'000'000);
+}
+
 pool_resource* get_pool_resource() noexcept {
   static pool_resource* const resource = ::new pool_resource();  // never destroyed on purpose
   return resource;

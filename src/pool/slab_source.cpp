@@ -22,8 +22,12 @@ std::mutex g_lock;
 std::size_t g_region_count = 0;
 char* g_carve = nullptr;
 char* g_carve_end = nullptr;
-std::uintptr_t* g_cache = nullptr;  // stack of empty slabs; bit 0 set when decommitted
-std::size_t g_cache_len = 0, g_cache_cap = 0, g_cache_resident = 0;
+// Stack of empty slabs, oldest at the bottom; bit 0 of an entry is set once it is decommitted.
+// g_cache_time[i] is when entry i was released; entries below g_purged are all decommitted.
+std::uintptr_t* g_cache = nullptr;
+std::uint64_t* g_cache_time = nullptr;
+std::size_t g_cache_len = 0, g_cache_cap = 0, g_purged = 0;
+std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
 std::size_t g_in_use = 0;
 
 bool add_region() {
@@ -41,33 +45,60 @@ bool add_region() {
 
 bool grow_cache() {
   const std::size_t cap = g_cache_cap ? g_cache_cap * 2 : 4096;
-  auto* c = static_cast<std::uintptr_t*>(os::map(cap * sizeof(std::uintptr_t), 0x1000));
-  if (c == nullptr) return false;
+  const std::size_t bytes = cap * (sizeof(std::uintptr_t) + sizeof(std::uint64_t));
+  auto* mem = static_cast<char*>(os::map(bytes, 0x1000));
+  if (mem == nullptr) return false;
+  auto* c = reinterpret_cast<std::uintptr_t*>(mem);
+  auto* t = reinterpret_cast<std::uint64_t*>(mem + cap * sizeof(std::uintptr_t));
   if (g_cache) {
     std::memcpy(c, g_cache, g_cache_len * sizeof(std::uintptr_t));
-    os::release(g_cache, g_cache_cap * sizeof(std::uintptr_t));
+    std::memcpy(t, g_cache_time, g_cache_len * sizeof(std::uint64_t));
+    os::release(g_cache, g_cache_cap * (sizeof(std::uintptr_t) + sizeof(std::uint64_t)));
   }
   g_cache = c;
+  g_cache_time = t;
   g_cache_cap = cap;
   return true;
+}
+
+// Decommits cached slabs released before `cutoff`. Caller holds g_lock. Returns bytes purged.
+std::size_t purge_older_than(std::uint64_t cutoff) {
+  std::size_t bytes = 0;
+  while (g_purged < g_cache_len && g_cache_time[g_purged] <= cutoff) {
+    if (!(g_cache[g_purged] & 1)) {
+      os::decommit(reinterpret_cast<void*>(g_cache[g_purged]), kSlabSize);
+      g_cache[g_purged] |= 1;
+      bytes += kSlabSize;
+    }
+    ++g_purged;
+  }
+  return bytes;
+}
+
+void purge_expired() {
+  const std::uint64_t now = os::coarse_now_ns();
+  if (now > g_purge_delay) purge_older_than(now - g_purge_delay);
 }
 
 }  // namespace
 
 Slab* slab_acquire(bool* zeroed) noexcept {
   std::lock_guard guard(g_lock);
-  if (g_cache_len > 0) {
+  purge_expired();
+  ++g_in_use;
+  if (g_cache_len > 0) {  // the most recently released slab: likely still resident and warm
     const std::uintptr_t e = g_cache[--g_cache_len];
+    if (g_purged > g_cache_len) g_purged = g_cache_len;
     *zeroed = (e & 1) != 0;
-    if (!*zeroed) --g_cache_resident;
-    ++g_in_use;
     return reinterpret_cast<Slab*>(e & ~std::uintptr_t(1));
   }
-  if (g_carve == g_carve_end && !add_region()) return nullptr;
+  if (g_carve == g_carve_end && !add_region()) {
+    --g_in_use;
+    return nullptr;
+  }
   auto* s = reinterpret_cast<Slab*>(g_carve);
   g_carve += kSlabSize;
   *zeroed = true;
-  ++g_in_use;
   return s;
 }
 
@@ -79,14 +110,15 @@ void slab_release(Slab* slab) noexcept {
     os::decommit(slab, kSlabSize);
     return;
   }
-  std::uintptr_t e = addr(slab);
-  if (g_cache_resident < kRetainedSlabs) {
-    ++g_cache_resident;
-  } else {
-    os::decommit(slab, kSlabSize);
-    e |= 1;
-  }
-  g_cache[g_cache_len++] = e;
+  g_cache_time[g_cache_len] = os::coarse_now_ns();
+  g_cache[g_cache_len++] = addr(slab);
+  purge_expired();
+}
+
+void slab_source_set_purge_delay(std::uint64_t ns) noexcept {
+  std::lock_guard guard(g_lock);
+  g_purge_delay = ns;
+  purge_expired();
 }
 
 bool in_pool_region(const void* p) noexcept {
@@ -105,15 +137,7 @@ SlabSourceStats slab_source_stats() noexcept {
 
 std::size_t slab_source_trim() noexcept {
   std::lock_guard guard(g_lock);
-  std::size_t bytes = 0;
-  for (std::size_t i = 0; i < g_cache_len; ++i) {
-    if (g_cache[i] & 1) continue;
-    os::decommit(reinterpret_cast<void*>(g_cache[i]), kSlabSize);
-    g_cache[i] |= 1;
-    bytes += kSlabSize;
-  }
-  g_cache_resident = 0;
-  return bytes;
+  return purge_older_than(~std::uint64_t(0));
 }
 
 }  // namespace ak::detail

@@ -1,10 +1,13 @@
 // The process-wide supply of 64 KiB slabs for the shared pools. Slabs are carved from 16 MiB
 // regions that are never unmapped, so "is this address ours" is one bit test. Empty slabs are
-// cached; beyond kRetainedSlabs they are decommitted first, which bounds idle RSS.
+// cached resident and decommitted once idle longer than the purge delay (checked whenever a slab
+// is taken or given back, and by pool_trim), so a program that frees and refills stays fast and
+// a program that shrinks returns its memory.
 // Thread-safe: every function takes one internal mutex (slow paths only) except in_pool_region.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "allockit/detail/shared_pool.hpp"
 
@@ -12,7 +15,7 @@ namespace ak::detail {
 
 inline constexpr std::size_t kRegionShift = 24;
 inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
-inline constexpr std::size_t kRetainedSlabs = 64;  // resident empty slabs kept (4 MiB)
+inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as jemalloc-ish
 
 // Returns: a slab-aligned kSlabSize block of memory, or null when out of memory. Its contents are
 // stale (a reused slab) or zero (fresh or decommitted); `*zeroed` says which.
@@ -26,6 +29,8 @@ struct SlabSourceStats {
   std::size_t regions, slabs_in_use, slabs_cached, reserved_bytes, resident_bytes;
 };
 SlabSourceStats slab_source_stats() noexcept;
+// Effects: sets how long an empty slab stays resident before it is decommitted.
+void slab_source_set_purge_delay(std::uint64_t ns) noexcept;
 // Effects: decommits every cached slab. Returns: bytes given back to the OS.
 std::size_t slab_source_trim() noexcept;
 

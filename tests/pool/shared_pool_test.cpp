@@ -98,3 +98,15 @@ TEST(SharedPool, BlocksOfExitedThreadsCanBeFreedAnywhere) {
     for (void* p : w) ak::pool_deallocate(p, 64, 8);
   }).join();
 }
+
+TEST(SharedPool, PurgeDelayReturnsIdleSlabsWithoutTrim) {
+  ak::pool_trim();
+  ak::pool_set_purge_delay_ms(0);
+  std::vector<void*> v;
+  for (int i = 0; i < 50000; ++i) v.push_back(ak::pool_allocate(1000, 8));
+  const std::size_t busy = ak::pool_stats().resident_bytes;
+  for (void* p : v) ak::pool_deallocate(p, 1000, 8);
+  // With no delay, each slab's memory went back as soon as the slab emptied.
+  EXPECT_LT(ak::pool_stats().resident_bytes + 40 * 1000 * 1000, busy);
+  ak::pool_set_purge_delay_ms(1000);
+}

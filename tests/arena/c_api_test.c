@@ -1,0 +1,31 @@
+/* The arena C ABI, compiled as C: creation, allocation, alignment errors, reset and destroy. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "allockit/allockit.h"
+
+#define EXPECT(cond)                                                     \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                          \
+    }                                                                    \
+  } while (0)
+
+int main(void) {
+  ak_arena* a = ak_arena_create(0);
+  EXPECT(a != NULL);
+  char* p = (char*)ak_arena_alloc(a, 100, 16);
+  EXPECT(p != NULL && ((uintptr_t)p % 16) == 0);
+  memset(p, 1, 100);
+  EXPECT(ak_arena_alloc(a, 8, 3) == NULL);    /* bad alignment */
+  EXPECT(ak_arena_alloc(NULL, 8, 8) == NULL); /* no arena */
+  ak_arena_reset(a);
+  EXPECT(ak_arena_alloc(a, 100, 16) == p); /* reset reuses the chunk */
+  EXPECT(ak_arena_create(10) == NULL);     /* chunk size out of range */
+  ak_arena_destroy(a);
+  ak_arena_destroy(NULL);
+  puts("c api ok");
+  return 0;
+}
