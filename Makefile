@@ -1,6 +1,6 @@
 # Front door to the CMake build. `make` builds build/ (release with debug info); `make test` runs
 # the test suite in three variants: release, debug+ASan+UBSan (with AK_DEBUG checks), and TSan.
-# `make demo` runs the side-by-side pool benchmarks and prints the ratio table.
+# `make demo` runs the side-by-side pool and arena benchmarks and prints the ratio tables.
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
@@ -32,6 +32,7 @@ demo: bench
 
 bench: all
 	$(PY) bench/run_pool_bench.py --build $(BUILD) --out bench/results
+	$(PY) bench/run_arena_bench.py --build $(BUILD) --out bench/results
 
 format:
 	clang-format -i $$(git ls-files '*.hpp' '*.cpp' '*.h' '*.c')

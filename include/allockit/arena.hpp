@@ -85,10 +85,9 @@ class Arena {
   void* try_allocate(std::size_t size, std::size_t align = alignof(std::max_align_t)) noexcept {
     if ((align & (align - 1)) != 0 || align == 0) [[unlikely]]
       return nullptr;
-    const std::uintptr_t p = (reinterpret_cast<std::uintptr_t>(ptr_) + align - 1) & ~(align - 1);
-    const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(end_);
-    if (p <= end && size <= end - p) [[likely]] {
-      ptr_ = reinterpret_cast<char*>(p + size);
+    const std::uintptr_t p = (pos_ + align - 1) & ~(align - 1);
+    if (p <= lim_ && size <= lim_ - p) [[likely]] {
+      pos_ = p + size;
       return reinterpret_cast<void*>(p);
     }
     return allocate_slow(size, align);
@@ -98,13 +97,13 @@ class Arena {
   // Returns: false (changing nothing) when `p` is not the most recent allocation or the chunk has
   // no room; the caller then allocates anew. Cost: O(1).
   bool try_grow(void* p, std::size_t old_size, std::size_t new_size) noexcept {
-    char* c = static_cast<char*>(p);
-    if (c + old_size != ptr_ || new_size < old_size) return false;
-    if (new_size - old_size <= std::size_t(end_ - ptr_)) {
-      ptr_ = c + new_size;
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+    if (a + old_size != pos_ || new_size < old_size) return false;
+    if (new_size - old_size <= lim_ - pos_) {
+      pos_ = a + new_size;
       return true;
     }
-    return grow_slow(c, old_size, new_size);
+    return grow_slow(static_cast<char*>(p), old_size, new_size);
   }
 
   // Effects: constructs a T in the arena. Non-trivially destructible types get a destructor record
@@ -210,11 +209,15 @@ class Arena {
   void return_chunk(detail::ArenaChunk* c) noexcept;
   [[noreturn]] void fail(const char* what) const noexcept;
 
-  // Hot: the bump range. In debug mode end_ == ptr_, so every allocation takes the slow path,
-  // which unpoisons what it hands out; chunk_end_ is the real end of the current chunk.
-  char* ptr_ = nullptr;
-  char* end_ = nullptr;
-  char* chunk_end_ = nullptr;
+  char* pos() const noexcept { return reinterpret_cast<char*>(pos_); }
+
+  // Hot: the bump range [pos_, lim_). Integers, not char*, so that pointer-typed stores into
+  // allocated objects cannot alias them and the compiler keeps them in registers in loops.
+  // In debug mode lim_ == pos_, so every allocation takes the slow path, which unpoisons what it
+  // hands out; chunk_lim_ is the real end of the current chunk.
+  std::uintptr_t pos_ = 0;
+  std::uintptr_t lim_ = 0;
+  std::uintptr_t chunk_lim_ = 0;
   // Cold.
   detail::ArenaChunk* first_ = nullptr;    // standard chunks in use order
   detail::ArenaChunk* current_ = nullptr;  // the chunk ptr_ bumps through

@@ -61,7 +61,15 @@ template <class T>
 class arena_vector {
  public:
   explicit arena_vector(Arena& arena) noexcept : arena_(&arena) {}
+  // Trivial for trivially destructible T, so a vector held in an arena object registers nothing.
+  ~arena_vector() requires std::is_trivially_destructible_v<T>
+  = default;
   ~arena_vector() { clear(); }
+  arena_vector(arena_vector&& o) noexcept
+      : arena_(o.arena_), data_(o.data_), size_(o.size_), cap_(o.cap_) {
+    o.data_ = nullptr;
+    o.size_ = o.cap_ = 0;
+  }
   arena_vector(const arena_vector&) = delete;
   arena_vector& operator=(const arena_vector&) = delete;
 

@@ -79,14 +79,14 @@ void Arena::throw_failure(std::size_t, std::size_t align) const {
 void Arena::enter_chunk(ArenaChunk* c, std::size_t index, char* at) noexcept {
   current_ = c;
   current_index_ = index;
-  ptr_ = at;
-  chunk_end_ = c->end();
-  end_ = debug_ ? ptr_ : chunk_end_;
+  pos_ = detail::addr(at);
+  chunk_lim_ = detail::addr(c->end());
+  lim_ = debug_ ? pos_ : chunk_lim_;
 }
 
 bool Arena::next_chunk() noexcept {
   if (current_ && current_->next) {
-    current_->top = ptr_;
+    current_->top = pos();
     enter_chunk(current_->next, current_index_ + 1, current_->next->begin());
     return true;
   }
@@ -99,7 +99,7 @@ bool Arena::next_chunk() noexcept {
   c->top = c->begin();
   if (debug_) detail::poison(c->begin(), bytes - ArenaChunk::kHeader);
   if (current_) {
-    current_->top = ptr_;
+    current_->top = pos();
     current_->next = c;
     enter_chunk(c, current_index_ + 1, c->begin());
   } else {
@@ -134,11 +134,10 @@ void* Arena::allocate_slow(std::size_t size, std::size_t align) noexcept {
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (current_) {
-      const std::uintptr_t p = detail::align_up(detail::addr(ptr_), align);
-      const std::uintptr_t end = detail::addr(chunk_end_);
-      if (p <= end && size <= end - p) {
-        ptr_ = reinterpret_cast<char*>(p + size);
-        end_ = debug_ ? ptr_ : chunk_end_;
+      const std::uintptr_t p = detail::align_up(pos_, align);
+      if (p <= chunk_lim_ && size <= chunk_lim_ - p) {
+        pos_ = p + size;
+        lim_ = debug_ ? pos_ : chunk_lim_;
         if (debug_) detail::unpoison(reinterpret_cast<void*>(p), size);
         return reinterpret_cast<void*>(p);
       }
@@ -149,11 +148,11 @@ void* Arena::allocate_slow(std::size_t size, std::size_t align) noexcept {
 }
 
 bool Arena::grow_slow(char* p, std::size_t old_size, std::size_t new_size) noexcept {
-  if (!debug_ || p + old_size != ptr_) return false;
-  if (new_size - old_size > std::size_t(chunk_end_ - ptr_)) return false;
-  detail::unpoison(ptr_, new_size - old_size);
-  ptr_ = p + new_size;
-  end_ = ptr_;
+  if (!debug_ || p + old_size != pos()) return false;
+  if (new_size - old_size > chunk_lim_ - pos_) return false;
+  detail::unpoison(pos(), new_size - old_size);
+  pos_ = detail::addr(p + new_size);
+  lim_ = pos_;
   return true;
 }
 
@@ -189,7 +188,7 @@ void Arena::rewind_to(ArenaChunk* chunk, std::size_t index, char* at,
   if (debug_ && current_) {
     for (ArenaChunk* c = chunk; c; c = c->next) {
       char* from = c == chunk ? at : c->begin();
-      char* to = c == current_ ? ptr_ : c->top;
+      char* to = c == current_ ? pos() : c->top;
       if (to > from) detail::poison(from, std::size_t(to - from));
       if (c == current_) break;
     }
@@ -204,7 +203,7 @@ void Arena::rewind_to(ArenaChunk* chunk, std::size_t index, char* at,
     enter_chunk(chunk, index, at);
   } else {
     current_ = nullptr;
-    ptr_ = end_ = chunk_end_ = nullptr;
+    pos_ = lim_ = chunk_lim_ = 0;
   }
 }
 
@@ -219,7 +218,7 @@ ArenaMarker Arena::mark() const noexcept {
   m.arena_ = this;
   m.epoch_ = epoch_;
   m.chunk_index_ = current_index_;
-  m.ptr_ = current_ ? ptr_ : nullptr;
+  m.ptr_ = current_ ? pos() : nullptr;
   m.dtors_ = dtors_;
   m.large_count_ = large_count_;
   return m;
@@ -229,7 +228,7 @@ void Arena::rewind(const ArenaMarker& m) noexcept {
   if (m.arena_ != this) fail("rewind to a marker from another arena");
   if (m.epoch_ != epoch_) fail("rewind to a marker invalidated by reset()");
   const bool ahead = m.chunk_index_ > current_index_ ||
-                     (m.chunk_index_ == current_index_ && m.ptr_ > ptr_) ||
+                     (m.chunk_index_ == current_index_ && m.ptr_ > pos()) ||
                      m.large_count_ > large_count_ || (m.ptr_ && !current_);
   if (ahead) fail("rewind to a marker past the current position (invalidated by a rewind)");
   run_dtors_until(m.dtors_);
@@ -261,7 +260,7 @@ ArenaStats Arena::stats() const noexcept {
   for (ArenaChunk* c = first_; c; c = c->next) {
     ++s.chunks;
     if (c == current_) {
-      s.used_bytes += std::size_t(ptr_ - c->begin());
+      s.used_bytes += std::size_t(pos() - c->begin());
       before_current = false;
     } else if (before_current) {
       s.used_bytes += std::size_t(c->top - c->begin());

@@ -35,10 +35,6 @@ os::ThreadExitHook& exit_hook() noexcept {
   return hook;
 }
 
-bool is_current(const Heap* h, const Slab* s) {
-  return h->bins[s->size_class].current == s;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Bin lists: the slabs of one class with free space, excluding the current one
 // ---------------------------------------------------------------------------------------------
@@ -119,7 +115,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   char* data = base + align_up(sizeof(Slab) + bitmap, 64);
   const std::size_t capacity = std::size_t(base + kSlabSize - data) / block;
   ::new (s) Slab{};
-  s->size_class = std::uint16_t(cls);
+  s->size_class = std::uint8_t(cls);
   s->checked = g_checked_slabs;
   s->owner_tag = addr(h) | (s->checked ? 1 : 0);
   s->block_size = std::uint32_t(block);
@@ -154,7 +150,6 @@ void* take_block(Slab* s) {
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
   list = b->next;
-  ++s->used;
   if (s->checked) mark_live(s, b);
   return b;
 }
@@ -205,8 +200,10 @@ void collect_remote(Heap* h) {
       PoolBlock*& list = s->checked ? s->checked_free : s->free;
       tail->next = list;
       list = b;
-      s->used -= n;
-      if (!is_current(h, s)) settle(h, s);
+      if (s->counted) {
+        s->used -= n;
+        settle(h, s);
+      }
     }
     s = next;
   }
@@ -247,7 +244,12 @@ void abandon_heap(Heap* h) {
     Slab* s = bin.current;
     if (s == &g_empty_slab) continue;
     bin.current = &g_empty_slab;
-    s->used -= kCurrentBias;
+    // Recount: every carved block not on a free list is in use (or parked on `remote`).
+    std::uint32_t on_lists = 0;
+    for (PoolBlock* b = s->free; b; b = b->next) ++on_lists;
+    for (PoolBlock* b = s->checked_free; b; b = b->next) ++on_lists;
+    s->used = std::uint32_t((s->carve - s->data) / s->block_size) - on_lists;
+    s->counted = true;
     if (s->used == 0) {
       slab_release(s);
     } else if (s->free || s->checked_free || s->carve != s->end) {
@@ -281,7 +283,8 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   collect_remote(h);
   if (Slab* s = bin.current; s != &g_empty_slab) {
     if (void* p = take_block(s)) return p;
-    s->used -= kCurrentBias;  // exhausted: it leaves the bin until a block comes back
+    s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until one returns
+    s->counted = true;
     s->full = true;
     bin.current = &g_empty_slab;
   }
@@ -291,7 +294,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   } else if ((s = new_slab(h, cls)) == nullptr) {
     return nullptr;
   }
-  s->used += kCurrentBias;
+  s->counted = false;
   bin.current = s;
   return take_block(s);
 }
@@ -307,7 +310,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   auto* b = static_cast<PoolBlock*>(p);
   b->next = s->checked_free;
   s->checked_free = b;
-  if (--s->used == 0 || s->full) settle(slab_owner(s), s);
+  if (s->counted && (--s->used == 0 || s->full)) settle(slab_owner(s), s);
 }
 
 void pool_check_pointer(const void* p) noexcept {

@@ -249,3 +249,15 @@ TEST(Arena, DebugModeFillsFreedMemory) {
   arena.reset();
   EXPECT_EQ(p[63], 0xdd);
 }
+
+TEST(Arena, ArenaVectorOfTrivialTypesIsTriviallyDestructible) {
+  static_assert(std::is_trivially_destructible_v<ak::arena_vector<int*>>);
+  static_assert(!std::is_trivially_destructible_v<ak::arena_vector<std::string>>);
+  ak::Arena arena;
+  struct Holder {
+    explicit Holder(ak::Arena& a) : v(a) {}
+    ak::arena_vector<int> v;
+  };
+  arena.make<Holder>(arena)->v.push_back(1);
+  EXPECT_EQ(arena.stats().destructors, 0u);
+}

@@ -3,7 +3,9 @@
 // slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
 // - only the owner thread touches `free`, `used`, `full` and the heap's bins;
 // - other threads touch only `remote` (a lock-free stack whose low bit means "queued on owner");
-// - the owner's current slab in each bin has `used` biased by kCurrentBias, so it is never retired.
+// - `used` is kept only while a slab is not current (`counted`): the current slab is never
+//   retired, and its count is recomputed when it stops being current, so its fast paths touch no
+//   counter at all.
 #pragma once
 
 #include <atomic>
@@ -18,7 +20,6 @@ namespace ak::detail {
 inline constexpr std::size_t kSlabShift = 16;
 inline constexpr std::size_t kSlabSize = std::size_t(1) << kSlabShift;
 inline constexpr unsigned kPoolClasses = kClassCount;
-inline constexpr std::uint32_t kCurrentBias = std::uint32_t(1) << 30;
 
 struct PoolBlock {
   PoolBlock* next;
@@ -28,10 +29,11 @@ struct Heap;
 struct alignas(64) Slab {
   // Owner-thread line: everything the fast paths read or write.
   PoolBlock* free;     // blocks ready to hand out
-  std::uint32_t used;  // blocks handed out, counting ones parked on `remote`
+  std::uint32_t used;  // if counted: blocks handed out, counting ones parked on `remote`
+  bool counted;        // not the current slab of its bin: `used` is maintained
   bool full;           // not current, nothing free: off the bin list
   bool checked;        // debug slab: state bits kept, every operation takes the slow path
-  std::uint16_t size_class;
+  std::uint8_t size_class;
   std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
   char* carve;               // next never-used block; blocks are carved lazily
   char* end;                 // end of the last whole block
@@ -78,20 +80,19 @@ inline Slab* slab_of(const void* p) noexcept {
   return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
 }
 
-// Pops a block of class `cls`, or null when out of memory. Fast path: three dependent loads, one
-// branch, two stores; no lock, no atomic.
+// Pops a block of class `cls`, or null when out of memory. Fast path: four dependent loads, one
+// branch, one store; no lock, no atomic, no counter.
 inline void* pool_alloc(unsigned cls) noexcept {
   Slab* s = tl_heap->bins[cls].current;
   PoolBlock* b = s->free;
   if (b == nullptr) [[unlikely]]
     return pool_alloc_slow(cls);
   s->free = b->next;
-  ++s->used;
   return b;
 }
 
-// Returns a pooled block to its slab. Fast path (owner thread): two loads, a compare, two stores
-// and a decrement; a free from another thread takes the lock-free remote path.
+// Returns a pooled block to its slab. Fast path (owner thread, current slab): three loads, two
+// compares, two stores; a non-current slab adds a decrement. Other threads go the remote way.
 inline void pool_free(void* p) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
@@ -99,7 +100,7 @@ inline void pool_free(void* p) noexcept {
     auto* b = static_cast<PoolBlock*>(p);
     b->next = s->free;
     s->free = b;
-    if (--s->used == 0 || s->full) [[unlikely]]
+    if (s->counted && (--s->used == 0 || s->full)) [[unlikely]]
       pool_after_local_free(s);
     return;
   }
