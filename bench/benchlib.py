@@ -104,3 +104,17 @@ def write_results(out_dir, stem, result, markdown):
     with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
         f.write(markdown)
     print(markdown)
+
+
+def result_doc(argv, timings, **extra):
+    """The self-describing result document every suite writes."""
+    doc = {
+        "command": "make demo  (= " + " ".join(["python3"] + argv) + ")",
+        "machine": machine(),
+        "build_type": "RelWithDebInfo (-O2 -g), AK_DEBUG off",
+        "versions": versions(),
+        "preloads": PRELOADS,
+        "timings": timings,
+    }
+    doc.update(extra)
+    return doc

@@ -22,14 +22,7 @@ def main():
                               "/new_delete/", counters=("chunk_maps_per_iter",
                                                         "chunk_unmaps_per_iter", "destructors",
                                                         "ns_per_alloc"))
-    result = {
-        "command": "make demo  (= " + " ".join(["python3"] + sys.argv) + ")",
-        "machine": benchlib.machine(),
-        "build_type": "RelWithDebInfo (-O2 -g), AK_DEBUG off",
-        "versions": benchlib.versions(),
-        "preloads": benchlib.PRELOADS,
-        "timings": rows,
-    }
+    result = benchlib.result_doc(sys.argv, rows)
     benchlib.write_results(args.out, "arenas", result, render_markdown(result))
 
 

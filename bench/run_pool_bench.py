@@ -53,15 +53,7 @@ def main():
                               counters=("insert_ms", "iterate_ms", "clear_ms", "create_s"),
                               filt=args.filter)
     memory = rss_rows(binary, [int(s) for s in args.rss_sizes.split(",") if s])
-    result = {
-        "command": "make demo  (= " + " ".join(["python3"] + sys.argv) + ")",
-        "machine": benchlib.machine(),
-        "build_type": "RelWithDebInfo (-O2 -g), AK_DEBUG off",
-        "versions": benchlib.versions(),
-        "preloads": benchlib.PRELOADS,
-        "timings": rows,
-        "memory": memory,
-    }
+    result = benchlib.result_doc(sys.argv, rows, memory=memory)
     benchlib.write_results(args.out, "pools", result, render_markdown(result))
 
 

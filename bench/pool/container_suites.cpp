@@ -80,61 +80,44 @@ void report(benchmark::State& state, double insert, double iterate, double clear
   state.counters["clear_ms"] = clear;
 }
 
-template <class F>
-void ListBench(benchmark::State& state) {
+// Times the three phases of one container: fill (n inserts), iterate (sum of `value(element)`),
+// clear. `Container` comes from the family F so every allocator runs the same code.
+template <class F, class Container, class Fill, class Value>
+void InsertIterateClear(benchmark::State& state, Fill fill, Value value) {
   const int n = int(state.range(0));
   for (auto _ : state) {
-    auto list = F::template make<typename F::template List<int>>();
+    auto c = F::template make<Container>();
     auto t = Clock::now();
-    for (int i = 0; i < n; ++i) list.push_back(i);
+    for (int i = 0; i < n; ++i) fill(c, i);
     const double insert = ms_since(t);
     t = Clock::now();
     long sum = 0;
-    for (int x : list) sum += x;
+    for (const auto& e : c) sum += value(e);
     benchmark::DoNotOptimize(sum);
     const double iterate = ms_since(t);
     t = Clock::now();
-    list.clear();
+    c.clear();
     report(state, insert, iterate, ms_since(t));
   }
+}
+
+template <class F>
+void ListBench(benchmark::State& state) {
+  InsertIterateClear<F, typename F::template List<int>>(
+      state, [](auto& c, int i) { c.push_back(i); }, [](int x) { return x; });
 }
 
 template <class F>
 void UMapBench(benchmark::State& state) {
-  const int n = int(state.range(0));
-  for (auto _ : state) {
-    auto map = F::template make<typename F::template UMap<int, std::string>>();
-    auto t = Clock::now();
-    for (int i = 0; i < n; ++i) map.emplace(i, std::to_string(i));
-    const double insert = ms_since(t);
-    t = Clock::now();
-    long sum = 0;
-    for (const auto& kv : map) sum += kv.first;
-    benchmark::DoNotOptimize(sum);
-    const double iterate = ms_since(t);
-    t = Clock::now();
-    map.clear();
-    report(state, insert, iterate, ms_since(t));
-  }
+  InsertIterateClear<F, typename F::template UMap<int, std::string>>(
+      state, [](auto& c, int i) { c.emplace(i, std::to_string(i)); },
+      [](const auto& kv) { return kv.first; });
 }
 
 template <class F>
 void MapBench(benchmark::State& state) {
-  const int n = int(state.range(0));
-  for (auto _ : state) {
-    auto map = F::template make<typename F::template Map<int, int>>();
-    auto t = Clock::now();
-    for (int i = 0; i < n; ++i) map.emplace(i, i);
-    const double insert = ms_since(t);
-    t = Clock::now();
-    long sum = 0;
-    for (const auto& kv : map) sum += kv.second;
-    benchmark::DoNotOptimize(sum);
-    const double iterate = ms_since(t);
-    t = Clock::now();
-    map.clear();
-    report(state, insert, iterate, ms_since(t));
-  }
+  InsertIterateClear<F, typename F::template Map<int, int>>(
+      state, [](auto& c, int i) { c.emplace(i, i); }, [](const auto& kv) { return kv.second; });
 }
 
 // 8 jobs on 2 workers; each job fills its own map<int,int> with 1M ints and iterates it.

@@ -48,6 +48,27 @@ template <class T>
 void destroy_n(void* p, std::size_t n) {
   for (std::size_t i = n; i > 0; --i) static_cast<T*>(p)[i - 1].~T();
 }
+
+// make<T>() for any arena type A with allocate(size, align) and push_dtor(rec, objs, n, fn).
+template <class A>
+class ArenaMake {
+ public:
+  // Effects: constructs a T in the arena. Non-trivially destructible types get a destructor
+  // record (run on reset/rewind/destruction, most recent first); trivial ones register nothing.
+  // Errors: as allocate(); an exception from T's constructor propagates (nothing is registered).
+  template <class T, class... Args>
+  T* make(Args&&... args) {
+    A& a = static_cast<A&>(*this);
+    if constexpr (std::is_trivially_destructible_v<T>) {
+      return ::new (a.allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
+    } else {
+      auto* rec = static_cast<DtorRecord*>(a.allocate(sizeof(DtorRecord), alignof(DtorRecord)));
+      T* obj = ::new (a.allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
+      a.push_dtor(rec, obj, 1, &destroy_n<T>);
+      return obj;
+    }
+  }
+};
 }  // namespace detail
 
 // A checkpoint of one arena. Valid until that arena is reset or rewound to an earlier point.
@@ -62,7 +83,7 @@ class ArenaMarker {
   std::size_t large_count_ = 0;
 };
 
-class Arena {
+class Arena : public detail::ArenaMake<Arena> {
  public:
   // Effects: an empty arena; no memory is taken until the first allocation.
   // Errors: std::invalid_argument when options.chunk_bytes is below 4 KiB or above 1 GiB.
@@ -76,20 +97,17 @@ class Arena {
   // Errors: std::invalid_argument when align is not a power of two; std::bad_alloc when out of
   // memory or past the limit. The arena stays usable after an error. Cost: O(1), no header.
   void* allocate(std::size_t size, std::size_t align = alignof(std::max_align_t)) {
-    if (void* p = try_allocate(size, align)) [[likely]]
-      return p;
-    throw_failure(size, align);
+    std::uintptr_t p;
+    if (bump(size, align, &p)) [[likely]]
+      return reinterpret_cast<void*>(p);
+    return allocate_or_throw(size, align);
   }
 
   // As allocate(), but returns null on every error. Fast path: a mask, two compares, a store.
   void* try_allocate(std::size_t size, std::size_t align = alignof(std::max_align_t)) noexcept {
-    if ((align & (align - 1)) != 0 || align == 0) [[unlikely]]
-      return nullptr;
-    const std::uintptr_t p = (pos_ + align - 1) & ~(align - 1);
-    if (p <= lim_ && size <= lim_ - p) [[likely]] {
-      pos_ = p + size;
+    std::uintptr_t p;
+    if (bump(size, align, &p)) [[likely]]
       return reinterpret_cast<void*>(p);
-    }
     return allocate_slow(size, align);
   }
 
@@ -104,22 +122,6 @@ class Arena {
       return true;
     }
     return grow_slow(static_cast<char*>(p), old_size, new_size);
-  }
-
-  // Effects: constructs a T in the arena. Non-trivially destructible types get a destructor record
-  // (run on reset/rewind/destruction, most recent first); trivial ones register nothing.
-  // Errors: as allocate(); an exception from T's constructor propagates (nothing is registered).
-  template <class T, class... Args>
-  T* make(Args&&... args) {
-    if constexpr (std::is_trivially_destructible_v<T>) {
-      return ::new (allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
-    } else {
-      auto* rec = static_cast<detail::DtorRecord*>(
-          allocate(sizeof(detail::DtorRecord), alignof(detail::DtorRecord)));
-      T* obj = ::new (allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
-      push_dtor(rec, obj, 1, &detail::destroy_n<T>);
-      return obj;
-    }
   }
 
   // As make(), but returns null when out of memory or past the limit.
@@ -195,7 +197,20 @@ class Arena {
   const char* name() const noexcept { return name_; }
 
  private:
+  friend class detail::ArenaMake<Arena>;
+  // The fast path: bumps when `align` is valid and the current range has room.
+  bool bump(std::size_t size, std::size_t align, std::uintptr_t* out) noexcept {
+    if ((align & (align - 1)) != 0 || align == 0) [[unlikely]]
+      return false;
+    const std::uintptr_t p = (pos_ + align - 1) & ~(align - 1);
+    if (p > lim_ || size > lim_ - p) [[unlikely]]
+      return false;
+    pos_ = p + size;
+    *out = p;
+    return true;
+  }
   void* allocate_slow(std::size_t size, std::size_t align) noexcept;
+  void* allocate_or_throw(std::size_t size, std::size_t align);
   bool grow_slow(char* p, std::size_t old_size, std::size_t new_size) noexcept;
   [[noreturn]] void throw_failure(std::size_t size, std::size_t align) const;
   void push_dtor(detail::DtorRecord* rec, void* objects, std::size_t count,

@@ -14,7 +14,7 @@
 
 namespace ak {
 
-class SharedArena {
+class SharedArena : public detail::ArenaMake<SharedArena> {
  public:
   // Effects, errors: as Arena's constructor. options.debug poisons memory on reset().
   explicit SharedArena(ArenaOptions options = {});
@@ -26,19 +26,7 @@ class SharedArena {
   void* allocate(std::size_t size, std::size_t align = alignof(std::max_align_t));
   void* try_allocate(std::size_t size, std::size_t align = alignof(std::max_align_t)) noexcept;
 
-  // As Arena::make. Thread-safe; registering a destructor takes the mutex.
-  template <class T, class... Args>
-  T* make(Args&&... args) {
-    if constexpr (std::is_trivially_destructible_v<T>) {
-      return ::new (allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
-    } else {
-      auto* rec = static_cast<detail::DtorRecord*>(
-          allocate(sizeof(detail::DtorRecord), alignof(detail::DtorRecord)));
-      T* obj = ::new (allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
-      push_dtor(rec, obj, &detail::destroy_n<T>);
-      return obj;
-    }
-  }
+  // make<T>(args...) as Arena::make; thread-safe, registering a destructor takes the mutex.
 
   // Effects: as Arena::reset. Not thread-safe: no allocation may be in flight.
   void reset() noexcept;
@@ -46,10 +34,12 @@ class SharedArena {
   void set_limit(std::size_t bytes) noexcept;
 
  private:
+  friend class detail::ArenaMake<SharedArena>;
   struct Chunk;
   bool advance(Chunk* seen) noexcept;
   void* allocate_large(std::size_t size, std::size_t align) noexcept;
-  void push_dtor(detail::DtorRecord* rec, void* obj, void (*destroy)(void*, std::size_t)) noexcept;
+  void push_dtor(detail::DtorRecord* rec, void* obj, std::size_t count,
+                 void (*destroy)(void*, std::size_t)) noexcept;
   Chunk* acquire_chunk(std::size_t bytes) noexcept;  // caller holds lock_
 
   std::atomic<Chunk*> current_{nullptr};

@@ -66,6 +66,11 @@ void Arena::fail(const char* what) const noexcept {
   detail::Message().str("allockit: arena '").str(name_).str("': ").str(what).fail();
 }
 
+void* Arena::allocate_or_throw(std::size_t size, std::size_t align) {
+  if (void* p = allocate_slow(size, align)) return p;
+  throw_failure(size, align);
+}
+
 void Arena::throw_failure(std::size_t, std::size_t align) const {
   if (!detail::is_pow2(align))
     throw std::invalid_argument("ak::Arena: alignment must be a power of two");

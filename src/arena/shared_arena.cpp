@@ -102,10 +102,10 @@ void* SharedArena::allocate(std::size_t size, std::size_t align) {
   throw std::bad_alloc();
 }
 
-void SharedArena::push_dtor(detail::DtorRecord* rec, void* obj,
+void SharedArena::push_dtor(detail::DtorRecord* rec, void* obj, std::size_t count,
                             void (*destroy)(void*, std::size_t)) noexcept {
   std::lock_guard guard(lock_);
-  *rec = detail::DtorRecord{destroy, obj, 1, dtors_};
+  *rec = detail::DtorRecord{destroy, obj, count, dtors_};
   dtors_ = rec;
   ++dtor_count_;
 }
