@@ -2,6 +2,7 @@
 // an entry: decommitted), and records every region in a bitmap over the 47-bit address space.
 #include "pool/slab_source.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -62,17 +63,29 @@ bool grow_cache() {
   return true;
 }
 
-// Decommits cached slabs released before `cutoff`. Caller holds g_lock. Returns bytes purged.
+// Decommits cached slabs released before `cutoff`. The expired entries are sorted by address so
+// that slabs freed together (usually neighbours) go back in one madvise per contiguous run rather
+// than one per slab; their order no longer matters once all of them are purged. Caller holds
+// g_lock. Returns bytes purged.
 std::size_t purge_older_than(std::uint64_t cutoff) {
+  std::size_t end = g_purged;
+  while (end < g_cache_len && g_cache_time[end] <= cutoff) ++end;
+  if (end == g_purged) return 0;
+  std::sort(g_cache + g_purged, g_cache + end);
   std::size_t bytes = 0;
-  while (g_purged < g_cache_len && g_cache_time[g_purged] <= cutoff) {
-    if (!(g_cache[g_purged] & 1)) {
-      os::decommit(reinterpret_cast<void*>(g_cache[g_purged]), kSlabSize);
-      g_cache[g_purged] |= 1;
-      bytes += kSlabSize;
+  for (std::size_t i = g_purged; i < end;) {
+    if (g_cache[i] & 1) {
+      ++i;
+      continue;
     }
-    ++g_purged;
+    std::size_t run = i + 1;
+    while (run < end && g_cache[run] == g_cache[run - 1] + kSlabSize) ++run;
+    os::decommit(reinterpret_cast<void*>(g_cache[i]), (run - i) * kSlabSize);
+    for (std::size_t k = i; k < run; ++k) g_cache[k] |= 1;
+    bytes += (run - i) * kSlabSize;
+    i = run;
   }
+  g_purged = end;
   return bytes;
 }
 
