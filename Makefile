@@ -35,10 +35,10 @@ bench: all
 	$(PY) bench/run_arena_bench.py --build $(BUILD) --out bench/results
 
 format:
-	clang-format -i $$(git ls-files '*.hpp' '*.cpp' '*.h' '*.c')
+	clang-format -i $$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c')
 
 format-check:
-	@files=$$(git ls-files '*.hpp' '*.cpp' '*.h' '*.c'); \
+	@files=$$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c'); \
 	if [ -n "$$files" ] && ! clang-format --dry-run --Werror $$files; then \
 	  echo "clang-format: run 'make format'"; exit 1; fi
 

@@ -8,6 +8,29 @@
 extern "C" {
 #endif
 
+/* ---- General-purpose allocation (liballockit) ----------------------------------------------
+   glibc semantics: malloc(0) returns a unique pointer; free(NULL) does nothing; realloc(NULL, n)
+   is malloc(n); realloc(p, 0) frees p and returns NULL; failures return NULL with errno ENOMEM
+   (EINVAL for a bad alignment; posix_memalign returns the code instead). memalign rounds a
+   non-power-of-two alignment up, as glibc does. Every pointer passed in must come from these
+   functions: an invalid, misaligned or double free aborts with a message naming the call.
+   Memory is 16-byte aligned (8 for requests of 8 bytes or less). Thread-safe. */
+void* ak_malloc(size_t size);
+void ak_free(void* p);
+void* ak_calloc(size_t n, size_t size);
+void* ak_realloc(void* p, size_t size);
+void* ak_reallocarray(void* p, size_t n, size_t size);
+int ak_posix_memalign(void** out, size_t align, size_t size);
+void* ak_aligned_alloc(size_t align, size_t size);
+void* ak_memalign(size_t align, size_t size);
+void* ak_valloc(size_t size);
+void* ak_pvalloc(size_t size);
+size_t ak_malloc_usable_size(void* p);
+void ak_free_sized(void* p, size_t size);
+void ak_free_aligned_sized(void* p, size_t align, size_t size);
+/* Returns cached free memory to the OS at once; returns 1 if any was released. */
+int ak_malloc_trim(size_t pad);
+
 /* An arena (see arena.hpp): bump allocation, freed all at once by ak_arena_reset. Not thread-safe.
  */
 typedef struct ak_arena ak_arena;

@@ -17,13 +17,14 @@ struct Linux {
     return size;
   }
 
-  static void* map_aligned(std::size_t bytes, std::size_t align, int prot) noexcept {
+  static void* map_aligned(std::size_t bytes, std::size_t align, int prot,
+                           int extra = MAP_NORESERVE) noexcept {
     if (bytes == 0 || !detail::is_pow2(align)) return nullptr;
     const std::size_t page = page_size();
     if (align < page) align = page;
     bytes = detail::align_up(bytes, page);
     if (bytes + align < bytes) return nullptr;  // overflow
-    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | extra;
     // Fast case: the kernel often hands back aligned addresses already.
     void* p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
     if (p == MAP_FAILED) return nullptr;
@@ -82,6 +83,15 @@ void release(void* p, std::size_t bytes) noexcept {
 
 void* map(std::size_t bytes, std::size_t align) noexcept {
   return Linux::map_aligned(bytes, align, PROT_READ | PROT_WRITE);
+}
+
+void* map_accounted(std::size_t bytes, std::size_t align) noexcept {
+  return Linux::map_aligned(bytes, align, PROT_READ | PROT_WRITE, 0);
+}
+
+void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept {
+  void* q = ::mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  return q == MAP_FAILED ? nullptr : q;
 }
 
 void huge_page_hint(void* p, std::size_t bytes) noexcept {

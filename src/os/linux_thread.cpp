@@ -17,6 +17,10 @@ void ThreadExitHook::arm(void* value) noexcept {
   if (ok_) ::pthread_setspecific(pthread_key_t(key_), value);
 }
 
+bool on_fork(void (*prepare)(), void (*after)()) noexcept {
+  return ::pthread_atfork(prepare, after, after) == 0;
+}
+
 std::uint64_t coarse_now_ns() noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -21,8 +21,15 @@ bool commit(void* p, std::size_t bytes) noexcept;
 bool decommit(void* p, std::size_t bytes) noexcept;
 // Return a reserved range to the OS.
 void release(void* p, std::size_t bytes) noexcept;
-// Reserve and commit in one call (one mmap): the common path for pages used at once.
+// Reserve and commit in one call (one mmap): the common path for pages used at once. Exempt from
+// the kernel's overcommit accounting (MAP_NORESERVE): for the allocator's own regions.
 void* map(std::size_t bytes, std::size_t align) noexcept;
+// As map(), but accounted against the overcommit limit like glibc's own mappings, so a request no
+// memory could ever back fails here (ENOMEM) instead of being granted: for user-sized blocks.
+void* map_accounted(std::size_t bytes, std::size_t align) noexcept;
+// Resize a mapping from map(), moving it if needed (mremap). Returns the new address or null,
+// in which case the old mapping is untouched.
+void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept;
 // Ask for transparent huge pages on a range; a hint, ignored when unsupported.
 void huge_page_hint(void* p, std::size_t bytes) noexcept;
 // Bytes of [p, p+bytes) currently resident in RAM (p page-aligned).
@@ -30,6 +37,10 @@ std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
 
 // Monotonic time in nanoseconds from a cheap, coarse clock (a few ms resolution).
 std::uint64_t coarse_now_ns() noexcept;
+
+// Registers fork handlers (pthread_atfork): `prepare` runs in the parent before fork, `after` in
+// both parent and child afterwards. Returns false on failure.
+bool on_fork(void (*prepare)(), void (*after)()) noexcept;
 
 // Run `fn(value)` when the calling thread exits, after C++ thread_local destructors. Re-arming from
 // inside `fn` runs it again (bounded by the OS). One hook per `ThreadExitHook` object.

@@ -9,4 +9,6 @@
 
 namespace ak::detail {
 std::size_t heap_count() noexcept;  // thread heaps ever created (thread_heap.cpp)
-}
+void heaps_lock() noexcept;         // fork support: the heap hand-out lock
+void heaps_unlock() noexcept;
+}  // namespace ak::detail

@@ -12,12 +12,8 @@
 namespace ak::detail {
 namespace {
 
-constexpr std::size_t kAddressBits = 47;
-constexpr std::size_t kRegionSlots = std::size_t(1) << (kAddressBits - kRegionShift);
 constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs
-
-std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];  // BSS: touched pages only
-char* g_regions[kMaxRegions];                                 // guarded by g_lock
+char* g_regions[kMaxRegions];                 // guarded by g_lock
 
 std::mutex g_lock;
 std::size_t g_region_count = 0;
@@ -96,6 +92,8 @@ void purge_expired() {
 
 }  // namespace
 
+std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];  // BSS: touched pages only
+
 Slab* slab_acquire(bool* zeroed) noexcept {
   std::lock_guard guard(g_lock);
   purge_expired();
@@ -129,16 +127,17 @@ void slab_release(Slab* slab) noexcept {
   purge_expired();
 }
 
+void slab_source_lock() noexcept {
+  g_lock.lock();
+}
+void slab_source_unlock() noexcept {
+  g_lock.unlock();
+}
+
 void slab_source_set_purge_delay(std::uint64_t ns) noexcept {
   std::lock_guard guard(g_lock);
   g_purge_delay = ns;
   purge_expired();
-}
-
-bool in_pool_region(const void* p) noexcept {
-  const std::size_t slot = addr(p) >> kRegionShift;
-  if (slot >= kRegionSlots) return false;
-  return (g_region_bits[slot / 64].load(std::memory_order_acquire) >> (slot % 64)) & 1;
 }
 
 SlabSourceStats slab_source_stats() noexcept {

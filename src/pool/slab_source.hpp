@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <atomic>
+
 #include "allockit/detail/shared_pool.hpp"
 
 namespace ak::detail {
@@ -22,13 +24,23 @@ inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as
 Slab* slab_acquire(bool* zeroed) noexcept;
 // Effects: takes back an empty slab for reuse.
 void slab_release(Slab* slab) noexcept;
-// Returns: whether `p` lies in a region the slab source reserved. Lock-free, O(1).
-bool in_pool_region(const void* p) noexcept;
+inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
+extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];
+
+// Returns: whether `p` lies in a region the slab source reserved. Lock-free: one shift, one load.
+inline bool in_pool_region(const void* p) noexcept {
+  const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
+  if (slot >= kRegionSlots) return false;
+  return (g_region_bits[slot / 64].load(std::memory_order_acquire) >> (slot % 64)) & 1;
+}
 
 struct SlabSourceStats {
   std::size_t regions, slabs_in_use, slabs_cached, reserved_bytes, resident_bytes;
 };
 SlabSourceStats slab_source_stats() noexcept;
+// Fork support: take / release the slab source's lock around fork().
+void slab_source_lock() noexcept;
+void slab_source_unlock() noexcept;
 // Effects: sets how long an empty slab stays resident before it is decommitted.
 void slab_source_set_purge_delay(std::uint64_t ns) noexcept;
 // Effects: decommits every cached slab. Returns: bytes given back to the OS.

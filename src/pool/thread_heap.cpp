@@ -15,7 +15,7 @@ static_assert(kPoolClasses == kClassCount);
 
 constinit Slab g_empty_slab{};
 constinit Heap g_empty_heap(&g_empty_slab);
-constinit thread_local Heap* tl_heap = &g_empty_heap;
+constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
 
 namespace {
 
@@ -320,6 +320,13 @@ void pool_check_pointer(const void* p) noexcept {
         .ptr(p)
         .str(" which the shared pools never allocated (foreign pointer)")
         .fail();
+}
+
+void heaps_lock() noexcept {
+  g_heaps_lock.lock();
+}
+void heaps_unlock() noexcept {
+  g_heaps_lock.unlock();
 }
 
 std::size_t heap_count() noexcept {

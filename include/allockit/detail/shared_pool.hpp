@@ -69,7 +69,9 @@ struct Heap {
   bool is_real = false;  // false only for the sentinel heap of threads without one
 };
 
-extern constinit thread_local Heap* tl_heap;
+// initial-exec: one %fs-relative load even inside liballockit.so (a preloaded library always
+// gets static TLS), and no __tls_get_addr call that could itself allocate.
+extern constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec")));
 
 void* pool_alloc_slow(unsigned cls) noexcept;
 void pool_after_local_free(Slab* slab) noexcept;     // slab emptied or left the full state

@@ -1,0 +1,34 @@
+// Large blocks: requests above the pools' range (over 4 KiB, or aligned beyond 64) get a mapping of
+// their own, with a 32-byte header just before the user pointer, and are recorded in a registry
+// (an open-addressing set under a mutex) so a free of any other pointer is caught before its
+// header is read. Freed mappings are kept in a bounded cache for reuse. Thread-safe.
+#pragma once
+
+#include <cstddef>
+
+namespace ak::detail {
+
+// Returns: a block of `size` bytes aligned to `align` (a power of two >= 16), or null.
+// `*zeroed` says whether its bytes are known to be zero (fresh from the OS).
+void* large_alloc(std::size_t size, std::size_t align, bool* zeroed) noexcept;
+// Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one.
+bool large_free(void* p) noexcept;
+// Returns: the usable size of large block `p`, or 0 if `p` is not one.
+std::size_t large_usable_size(const void* p) noexcept;
+// Effects: resizes large block `p` in place or by moving its mapping (mremap). Returns the block,
+// possibly moved, or null (leaving `p` intact) when it cannot; never copies through malloc.
+void* large_realloc(void* p, std::size_t size) noexcept;
+// Effects: unmaps every cached mapping. Returns bytes given back.
+std::size_t large_trim() noexcept;
+
+struct LargeStats {
+  std::size_t live_blocks, live_bytes, mapped_bytes, cached_bytes;
+};
+LargeStats large_stats() noexcept;
+// Registers the fork handlers of every allocator lock (fork.cpp). Called once at load time.
+void install_fork_handlers() noexcept;
+// Fork support: take / release the large-block lock around fork().
+void large_lock() noexcept;
+void large_unlock() noexcept;
+
+}  // namespace ak::detail

@@ -1,0 +1,226 @@
+// The C allocation API with glibc semantics (errno, overflow, alignment, realloc edge cases) over
+// the shared pools (up to 4 KiB, alignment up to 64) and large blocks (large.hpp). Exported with
+// the ak_ prefix only; src/override maps the libc names onto these. Thread-safe; never allocates
+// through anything but itself.
+#include <cerrno>
+#include <cstring>
+
+#include "allockit/allockit.h"
+#include "core/core.hpp"
+#include "malloc/large.hpp"
+#include "os/os.hpp"
+#include "pool/pool.hpp"
+
+namespace ak::detail {
+namespace {
+
+// malloc guarantees 16-byte alignment from 16 bytes up (like glibc), 8 below.
+constexpr std::size_t kMallocAlign = 16;
+
+struct MallocClasses {
+  unsigned char of[kMaxPooledSize / 16 + 1];  // index: (size + 15) / 16, for sizes > 8
+  constexpr MallocClasses() : of{} {
+    for (std::size_t i = 1; i <= kMaxPooledSize / 16; ++i)
+      of[i] = (unsigned char)class_for(i * 16, 16);
+  }
+};
+constexpr MallocClasses kClasses;
+
+inline unsigned malloc_class(std::size_t size) {
+  return size <= 8 ? 0 : kClasses.of[(size + 15) >> 4];
+}
+
+// A freed block of 16 bytes or more carries this tag in its second word; malloc clears it. Keyed
+// by an address ASLR randomises, so user data matches it by accident with odds of 2^-64.
+inline std::uintptr_t free_tag(const void* p) {
+  static const char anchor = 0;
+  return (addr(&anchor) * 0x9E3779B97F4A7C15ull) ^ addr(p);
+}
+
+[[noreturn]] void bad_pointer(const char* call, const char* what, const void* p) {
+  Message().str("allockit: ").str(call).str(": ").str(what).str(": ").ptr(p).fail();
+}
+
+inline void* alloc_small(unsigned cls) {
+  void* p = pool_alloc(cls);
+  if (p != nullptr && cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+  return p;
+}
+
+// Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero.
+void* alloc_any(std::size_t size, std::size_t align, bool* zeroed) {
+  *zeroed = false;
+  if (size <= kMaxPooledSize && align <= kMaxPooledAlign) {
+    const unsigned cls = align <= kMallocAlign ? malloc_class(size) : class_for(size, align);
+    if (cls < kClassCount) {
+      void* p = alloc_small(cls);
+      if (p == nullptr) errno = ENOMEM;
+      return p;
+    }
+  }
+  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed);
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
+// The usable size of a block, aborting on a pointer allockit did not hand out.
+std::size_t usable_or_die(const char* call, const void* p) {
+  if (in_pool_region(p)) {
+    if (addr(p) & 7 || (addr(p) & (kSlabSize - 1)) < sizeof(Slab))
+      bad_pointer(call, "invalid pointer", p);
+    return slab_of(p)->block_size;
+  }
+  const std::size_t n = large_usable_size(p);
+  if (n == 0) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+  return n;
+}
+
+void free_any(const char* call, void* p) {
+  if (in_pool_region(p)) [[likely]] {
+    // Cheap checks only: alignment, the slab header, and the freed-block tag (double free).
+    if (addr(p) & 7 || (addr(p) & (kSlabSize - 1)) < sizeof(Slab))
+      bad_pointer(call, "invalid pointer", p);
+    if (slab_of(p)->block_size >= 16) {
+      auto* w = static_cast<std::uintptr_t*>(p);
+      const std::uintptr_t tag = free_tag(p);
+      if (w[1] == tag) bad_pointer(call, "double free detected", p);
+      w[1] = tag;
+    }
+    return pool_free(p);
+  }
+  if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+}
+
+void* memalign_impl(std::size_t align, std::size_t size) {
+  if (align > (std::size_t(1) << 40)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (align < 8) align = 8;
+  if (!is_pow2(align)) align = std::size_t(1) << std::bit_width(align);  // glibc rounds up
+  bool zeroed;
+  return alloc_any(size, align, &zeroed);
+}
+
+__attribute__((constructor)) void init_at_load() {
+  install_fork_handlers();
+}
+
+}  // namespace
+}  // namespace ak::detail
+
+using namespace ak::detail;
+
+extern "C" {
+
+void* ak_malloc(size_t size) {
+  if (size <= kMaxPooledSize) [[likely]] {
+    void* p = alloc_small(malloc_class(size));
+    if (p == nullptr) [[unlikely]]
+      errno = ENOMEM;
+    return p;
+  }
+  bool zeroed;
+  return alloc_any(size, kMallocAlign, &zeroed);
+}
+
+void ak_free(void* p) {
+  if (p != nullptr) free_any("free()", p);
+}
+
+void* ak_calloc(size_t n, size_t size) {
+  std::size_t total;
+  if (!mul_fits(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  bool zeroed;
+  void* p = alloc_any(total, kMallocAlign, &zeroed);
+  if (p != nullptr && !zeroed) std::memset(p, 0, total);  // fresh OS pages are never touched
+  return p;
+}
+
+void* ak_realloc(void* p, size_t size) {
+  if (p == nullptr) return ak_malloc(size);
+  if (size == 0) {  // glibc: frees and returns NULL
+    free_any("realloc()", p);
+    return nullptr;
+  }
+  const std::size_t usable = usable_or_die("realloc()", p);
+  if (in_pool_region(p)) {
+    if (size <= usable && (size > usable / 2 || usable <= 16)) return p;
+  } else if (void* q = large_realloc(p, size)) {
+    return q;
+  }
+  void* q = ak_malloc(size);
+  if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
+  std::memcpy(q, p, usable < size ? usable : size);
+  free_any("realloc()", p);
+  return q;
+}
+
+void* ak_reallocarray(void* p, size_t n, size_t size) {
+  std::size_t total;
+  if (!mul_fits(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return ak_realloc(p, total);
+}
+
+int ak_posix_memalign(void** out, size_t align, size_t size) {
+  if (!is_pow2(align) || align % sizeof(void*) != 0 || align > (std::size_t(1) << 40))
+    return EINVAL;
+  const int saved = errno;
+  bool zeroed;
+  void* p = alloc_any(size, align, &zeroed);
+  errno = saved;  // posix_memalign reports through its result, not errno
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void* ak_aligned_alloc(size_t align, size_t size) {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return memalign_impl(align, size);
+}
+
+void* ak_memalign(size_t align, size_t size) {
+  return memalign_impl(align, size);
+}
+
+void* ak_valloc(size_t size) {
+  return memalign_impl(ak::os::page_size(), size);
+}
+
+void* ak_pvalloc(size_t size) {
+  const std::size_t page = ak::os::page_size();
+  const std::size_t rounded = align_up(size ? size : 1, page);
+  if (rounded < size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return memalign_impl(page, rounded);
+}
+
+size_t ak_malloc_usable_size(void* p) {
+  return p == nullptr ? 0 : usable_or_die("malloc_usable_size()", p);
+}
+
+void ak_free_sized(void* p, size_t) {
+  ak_free(p);
+}
+
+void ak_free_aligned_sized(void* p, size_t, size_t) {
+  ak_free(p);
+}
+
+int ak_malloc_trim(size_t) {
+  const std::size_t released = ak::pool_trim() + large_trim();
+  return released > 0 ? 1 : 0;
+}
+
+}  // extern "C"

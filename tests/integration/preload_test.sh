@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Whole programs under LD_PRELOAD=liballockit.so: each must behave exactly as without it.
+# Usage: preload_test.sh LIBALLOCKIT_SO  (run by ctest; exits non-zero on the first failure)
+set -euo pipefail
+lib=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+run() { LD_PRELOAD="$lib" "$@"; }
+step() { printf '== %s\n' "$*"; }
+
+step "the library is really in use"
+cat > probe.c <<'C'
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  if (!dlsym(RTLD_DEFAULT, "ak_malloc")) { puts("liballockit not loaded"); return 1; }
+  char* p = malloc(100); strcpy(p, "hello");
+  p = realloc(p, 100000); if (strcmp(p, "hello")) return 2;
+  void* a; if (posix_memalign(&a, 4096, 10) || ((unsigned long)a & 4095)) return 3;
+  if (malloc_usable_size(p) < 100000) return 4;
+  free(p); free(a); free(calloc(10, 10));
+  puts("probe ok"); return 0;
+}
+C
+cc -O1 probe.c -o probe -ldl
+[ "$(run ./probe)" = "probe ok" ]
+
+step "the C compiler compiles a file"
+printf '#include <stdio.h>\nint main(void){puts("built under allockit");return 0;}\n' > hello.c
+run cc -O2 -Wall hello.c -o hello
+[ "$(./hello)" = "built under allockit" ]
+printf '#include <map>\n#include <string>\n#include <cstdio>\nint main(){std::map<int,std::string> m;for(int i=0;i<1000;++i)m[i]=std::to_string(i);std::printf("%%zu\\n",m.size());}\n' > m.cpp
+run c++ -O2 m.cpp -o m
+[ "$(run ./m)" = "1000" ]
+
+step "git creates a repository, commits and logs"
+run git init -q repo
+(cd repo && echo one > a.txt && run git add a.txt &&
+  run git -c user.name=t -c user.email=t@e commit -qm first &&
+  echo two >> a.txt && run git -c user.name=t -c user.email=t@e commit -qam second &&
+  [ "$(run git log --format=%s | tr '\n' ' ')" = "second first " ] &&
+  run git gc -q && run git fsck --no-progress >/dev/null)
+
+step "python3 runs a script"
+cat > work.py <<'PY'
+import json, re, hashlib, collections
+d = {str(i): [j * j for j in range(i % 40)] for i in range(100000)}
+blob = json.dumps(d)
+assert json.loads(blob) == d
+words = collections.Counter(re.findall(r"\d+", blob))
+print(hashlib.sha256(blob.encode()).hexdigest()[:16], len(words))
+PY
+[ "$(run python3 work.py)" = "$(python3 work.py)" ]
+
+step "a slice of python3's own test suite"
+py=""
+for cand in python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null && "$cand" -c 'import test.test_json' 2>/dev/null; then py=$cand; break; fi
+done
+if [ -n "$py" ]; then
+  run "$py" -m test -q test_json test_list test_dict test_set test_re test_bisect test_heapq
+else
+  echo "SKIPPED: no python3 with its test package (Debian: libpython3.11-testsuite)"
+fi
+
+if command -v sqlite3 >/dev/null; then
+  step "sqlite3 builds and queries a database"
+  out=$(run sqlite3 db.sqlite "create table t(x integer, s text);
+    with recursive c(x) as (select 1 union all select x+1 from c where x<50000)
+    insert into t select x, hex(randomblob(20)) from c;
+    create index i on t(s); select count(*), sum(x) from t;")
+  [ "$out" = "50000|1250025000" ]
+fi
+echo "all programs ran under allockit"

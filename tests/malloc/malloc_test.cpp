@@ -1,0 +1,208 @@
+// The ak_ allocation API: glibc semantics for every entry point, alignment, errno, overflow and
+// the realloc edge cases, run side by side with the system malloc in one process.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "allockit/allockit.h"
+
+namespace {
+bool aligned(const void* p, std::size_t a) {
+  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
+}
+}  // namespace
+
+TEST(Malloc, EverySizeIsAlignedWritableAndUsable) {
+  std::vector<std::pair<unsigned char*, std::size_t>> v;
+  for (std::size_t n = 0; n < 70000; n += (n < 4200 ? 1 : 997)) {
+    auto* p = static_cast<unsigned char*>(ak_malloc(n));
+    ASSERT_NE(p, nullptr) << n;
+    ASSERT_TRUE(aligned(p, n <= 8 ? 8 : 16)) << n;
+    ASSERT_GE(ak_malloc_usable_size(p), n);
+    std::memset(p, int(n & 0xff), n);
+    v.emplace_back(p, n);
+  }
+  for (auto [p, n] : v) {
+    if (n) {
+      ASSERT_EQ(p[n - 1], n & 0xff) << "blocks overlap at size " << n;
+    }
+    ak_free(p);
+  }
+}
+
+TEST(Malloc, FreeNullAndMallocZero) {
+  ak_free(nullptr);
+  void* a = ak_malloc(0);
+  void* b = ak_malloc(0);
+  EXPECT_NE(a, nullptr);
+  EXPECT_NE(a, b);
+  ak_free(a);
+  ak_free(b);
+  EXPECT_EQ(ak_malloc_usable_size(nullptr), 0u);
+}
+
+TEST(Malloc, CallocZeroesReusedMemoryAndRejectsOverflow) {
+  for (std::size_t n : {16, 100, 4000, 100000, 5000000}) {
+    auto* p = static_cast<unsigned char*>(ak_malloc(n));
+    std::memset(p, 0xab, n);
+    ak_free(p);
+    auto* q = static_cast<unsigned char*>(ak_calloc(1, n));  // often the block just freed
+    for (std::size_t i = 0; i < n; i += 61) ASSERT_EQ(q[i], 0) << n;
+    ak_free(q);
+  }
+  errno = 0;
+  EXPECT_EQ(ak_calloc(std::size_t(1) << 40, std::size_t(1) << 40), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST(Malloc, LargeCallocLeavesFreshPagesUntouched) {
+  const std::size_t n = std::size_t(128) << 20;
+  auto* p = static_cast<unsigned char*>(ak_calloc(1, n));
+  ASSERT_NE(p, nullptr);
+  std::vector<unsigned char> vec(64);
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  auto* start = reinterpret_cast<unsigned char*>(reinterpret_cast<std::uintptr_t>(p) & ~(page - 1));
+  ASSERT_EQ(mincore(start + 16 * page, vec.size() * page, vec.data()), 0);
+  for (unsigned char r : vec) EXPECT_EQ(r & 1, 0) << "calloc touched fresh pages";
+  EXPECT_EQ(p[n - 1], 0);
+  ak_free(p);
+}
+
+TEST(Malloc, ReallocEdgeCasesFollowGlibc) {
+  void* p = ak_realloc(nullptr, 40);  // realloc(NULL, n) is malloc(n)
+  ASSERT_NE(p, nullptr);
+  std::memcpy(p, "0123456789", 10);
+  p = ak_realloc(p, 30);  // shrink within the class: same block
+  EXPECT_EQ(std::memcmp(p, "0123456789", 10), 0);
+  p = ak_realloc(p, 3000);
+  EXPECT_EQ(std::memcmp(p, "0123456789", 10), 0);
+  p = ak_realloc(p, 1 << 20);  // small to large
+  EXPECT_EQ(std::memcmp(p, "0123456789", 10), 0);
+  static_cast<char*>(p)[(1 << 20) - 1] = 'z';
+  p = ak_realloc(p, 64 << 20);  // large growth: mremap keeps the contents
+  EXPECT_EQ(std::memcmp(p, "0123456789", 10), 0);
+  EXPECT_EQ(static_cast<char*>(p)[(1 << 20) - 1], 'z');
+  p = ak_realloc(p, 100);  // large shrink
+  EXPECT_EQ(std::memcmp(p, "0123456789", 10), 0);
+  EXPECT_EQ(ak_realloc(p, 0), nullptr);  // realloc(p, 0) frees and returns NULL
+  void* q = ak_malloc(50);
+  errno = 0;
+  EXPECT_EQ(ak_reallocarray(q, std::size_t(1) << 40, std::size_t(1) << 40), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  std::memset(q, 1, 50);  // q is still valid after the failure
+  q = ak_reallocarray(q, 10, 10);
+  ASSERT_NE(q, nullptr);
+  ak_free(q);
+}
+
+TEST(Malloc, AlignedEntryPoints) {
+  for (std::size_t a = 8; a <= (std::size_t(1) << 20); a *= 2) {
+    for (std::size_t n : {1, 24, 100, 5000, 70000}) {
+      void* p = nullptr;
+      ASSERT_EQ(ak_posix_memalign(&p, a, n), 0);
+      ASSERT_TRUE(aligned(p, a)) << a << " " << n;
+      std::memset(p, 3, n);
+      ak_free(p);
+      void* q = ak_aligned_alloc(a, n);
+      ASSERT_TRUE(aligned(q, a));
+      ak_free(q);
+      void* r = ak_memalign(a, n);
+      ASSERT_TRUE(aligned(r, a));
+      ak_free(r);
+    }
+  }
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(ak_posix_memalign(&p, 24, 10), EINVAL);
+  EXPECT_EQ(ak_posix_memalign(&p, 4, 10), EINVAL);  // not a multiple of sizeof(void*)
+  EXPECT_EQ(p, reinterpret_cast<void*>(0x1));       // untouched on error
+  errno = 0;
+  EXPECT_EQ(ak_aligned_alloc(24, 10), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  void* m = ak_memalign(24, 10);  // glibc rounds up to 32
+  EXPECT_TRUE(aligned(m, 32));
+  ak_free(m);
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  void* v = ak_valloc(10);
+  EXPECT_TRUE(aligned(v, page));
+  void* pv = ak_pvalloc(page + 1);
+  EXPECT_TRUE(aligned(pv, page));
+  EXPECT_GE(ak_malloc_usable_size(pv), 2 * page);
+  ak_free(v);
+  ak_free(pv);
+}
+
+TEST(Malloc, SizedFreesAndTrim) {
+  void* a = ak_malloc(100);
+  ak_free_sized(a, 100);
+  void* b = ak_aligned_alloc(64, 128);
+  ak_free_aligned_sized(b, 64, 128);
+  std::vector<void*> big;
+  for (int i = 0; i < 8; ++i) big.push_back(ak_malloc(1 << 20));
+  for (void* p : big) ak_free(p);
+  EXPECT_EQ(ak_malloc_trim(0), 1);  // cached mappings went back
+}
+
+TEST(Malloc, HugeRequestsFailWithEnomem) {
+  errno = 0;
+  EXPECT_EQ(ak_malloc(std::size_t(-1) - 100), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(ak_malloc(std::size_t(1) << 46), nullptr);  // beyond the address space left
+  EXPECT_EQ(errno, ENOMEM);
+  void* p = nullptr;
+  EXPECT_EQ(ak_posix_memalign(&p, 16, std::size_t(-1) / 2), ENOMEM);
+}
+
+TEST(Malloc, SideBySideWithTheSystemMalloc) {
+  void* sys = std::malloc(100);  // glibc's
+  void* ours = ak_malloc(100);
+  EXPECT_NE(sys, nullptr);
+  EXPECT_NE(ours, nullptr);
+  std::free(sys);
+  ak_free(ours);
+}
+
+// ---- misuse: every case aborts with a message naming the call ----
+
+TEST(MallocDeathTest, DoubleFreeOfASmallBlock) {
+  void* p = ak_malloc(48);
+  ak_free(p);
+  EXPECT_DEATH(ak_free(p), "free\\(\\): double free detected");
+}
+
+TEST(MallocDeathTest, DoubleFreeOfALargeBlock) {
+  void* p = ak_malloc(1 << 20);
+  ak_free(p);
+  EXPECT_DEATH(ak_free(p), "free\\(\\): invalid pointer");
+}
+
+TEST(MallocDeathTest, ForeignPointers) {
+  int local = 0;
+  EXPECT_DEATH(ak_free(&local), "free\\(\\): invalid pointer \\(not allocated by allockit\\)");
+  void* sys = std::malloc(32);
+  EXPECT_DEATH(ak_free(sys), "not allocated by allockit");
+  std::free(sys);
+}
+
+TEST(MallocDeathTest, MisalignedAndInteriorPointers) {
+  auto* p = static_cast<char*>(ak_malloc(64));
+  EXPECT_DEATH(ak_free(p + 1), "free\\(\\): invalid pointer");
+  auto* big = static_cast<char*>(ak_malloc(1 << 20));
+  EXPECT_DEATH(ak_free(big + 16), "invalid pointer");
+  EXPECT_DEATH(ak_realloc(p + 3, 100), "realloc\\(\\): invalid pointer");
+  EXPECT_DEATH(ak_malloc_usable_size(big + 8), "malloc_usable_size\\(\\): invalid pointer");
+  ak_free(p);
+  ak_free(big);
+}
+
+TEST(MallocDeathTest, ReallocAfterFree) {
+  void* p = ak_malloc(1 << 20);
+  ak_free(p);
+  EXPECT_DEATH(ak_realloc(p, 10), "realloc\\(\\): invalid pointer");
+}
