@@ -1,12 +1,12 @@
 # Front door to the CMake build. `make` builds build/ (release with debug info); `make test` runs
 # the test suite in three variants: release, debug+ASan+UBSan (with AK_DEBUG checks), and TSan.
-# `make demo` runs the side-by-side pool and arena benchmarks and prints the ratio tables.
+# `make demo` runs the side-by-side pool, arena and malloc benchmarks and prints the ratio tables.
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all test test-release test-asan test-tsan demo bench format format-check soak clean
+.PHONY: all test test-release test-asan test-tsan demo bench bench-malloc format format-check clean
 
 all:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -28,11 +28,14 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure
 
-demo: bench
+demo: bench bench-malloc
 
 bench: all
 	$(PY) bench/run_pool_bench.py --build $(BUILD) --out bench/results
 	$(PY) bench/run_arena_bench.py --build $(BUILD) --out bench/results
+
+bench-malloc: all
+	$(PY) bench/run_malloc_bench.py --build $(BUILD) --out bench/results
 
 format:
 	clang-format -i $$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c')

@@ -1,5 +1,5 @@
-// Large blocks: requests above the pools' range (over 4 KiB, or aligned beyond 64) get a mapping of
-// their own, with a 32-byte header just before the user pointer, and are recorded in a registry
+// Large blocks: requests above the pools' range (over 16 KiB, or aligned beyond 64) get a mapping
+// of their own, with a 32-byte header just before the user pointer, and are recorded in a registry
 // (an open-addressing set under a mutex) so a free of any other pointer is caught before its
 // header is read. Freed mappings are kept in a bounded cache for reuse. Thread-safe.
 #pragma once

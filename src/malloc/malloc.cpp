@@ -1,5 +1,5 @@
 // The C allocation API with glibc semantics (errno, overflow, alignment, realloc edge cases) over
-// the shared pools (up to 4 KiB, alignment up to 64) and large blocks (large.hpp). Exported with
+// the shared pools (up to 16 KiB, alignment up to 64) and large blocks (large.hpp). Exported with
 // the ak_ prefix only; src/override maps the libc names onto these. Thread-safe; never allocates
 // through anything but itself.
 #include <cerrno>

@@ -11,9 +11,9 @@
 
 namespace ak::detail {
 
-inline constexpr std::size_t kMaxPooledSize = 4096;  // larger requests bypass the pools
-inline constexpr std::size_t kMaxPooledAlign = 64;   // stricter alignments bypass the pools
-inline constexpr unsigned kClassCount = 36;
+inline constexpr std::size_t kMaxPooledSize = 16384;  // larger requests bypass the pools
+inline constexpr std::size_t kMaxPooledAlign = 64;    // stricter alignments bypass the pools
+inline constexpr unsigned kClassCount = 44;
 inline constexpr unsigned kNoClass = kClassCount;
 
 // Block size of class `c` (c < kClassCount).

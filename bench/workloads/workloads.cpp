@@ -1,0 +1,223 @@
+// Allocator workloads modelled on what the common malloc benchmarks stress. Uses plain
+// malloc/free/realloc/calloc so the allocator is whatever the process was started with
+// (LD_PRELOAD). Usage: malloc_workloads NAME  -> one JSON line: wall seconds and peak RSS.
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void touch(void* p, std::size_t n) {
+  if (n) {
+    static_cast<volatile char*>(p)[0] = 1;
+    static_cast<volatile char*>(p)[n - 1] = 1;
+  }
+}
+
+std::size_t small_size(std::mt19937& rng, std::size_t lo, std::size_t hi) {
+  // Log-uniform between lo and hi: most requests small, a tail of larger ones.
+  std::uniform_real_distribution<double> d(std::log2(double(lo)), std::log2(double(hi)));
+  return std::size_t(std::exp2(d(rng)));
+}
+
+// Server-style churn: two threads replace random slots of their arrays and swap arrays every
+// round, so half the frees hit blocks another thread allocated (larson-like).
+void larson() {
+  constexpr int kSlots = 2000, kRounds = 40, kOpsPerRound = 25000;
+  std::vector<void*> arrays[2];
+  for (auto& a : arrays) a.assign(kSlots, nullptr);
+  std::atomic<int> turn{0};
+  auto worker = [&](int id) {
+    std::mt19937 rng(id);
+    for (int r = 0; r < kRounds; ++r) {
+      while (turn.load() < r * 2) std::this_thread::yield();
+      std::vector<void*>& a = arrays[(id + r) % 2];
+      for (int i = 0; i < kOpsPerRound; ++i) {
+        const int k = int(rng() % kSlots);
+        std::free(a[k]);
+        const std::size_t n = 16 + rng() % 497;
+        a[k] = std::malloc(n);
+        touch(a[k], n);
+      }
+      turn.fetch_add(1);
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  for (auto& a : arrays)
+    for (void* p : a) std::free(p);
+}
+
+// Producer/consumer: one thread allocates, the other frees (xmalloc-like).
+void xmalloc() {
+  constexpr std::size_t kBlocks = 3'000'000, kRing = 8192;
+  std::vector<std::atomic<void*>> ring(kRing);
+  std::thread consumer([&] {
+    for (std::size_t i = 0; i < kBlocks; ++i) {
+      void* p;
+      while ((p = ring[i % kRing].exchange(nullptr)) == nullptr) std::this_thread::yield();
+      std::free(p);
+    }
+  });
+  std::mt19937 rng(1);
+  for (std::size_t i = 0; i < kBlocks; ++i) {
+    const std::size_t n = 16 + rng() % 241;
+    void* p = std::malloc(n);
+    touch(p, n);
+    while (ring[i % kRing].load() != nullptr) std::this_thread::yield();
+    ring[i % kRing].store(p);
+  }
+  consumer.join();
+}
+
+// Many short-lived threads, two at a time, each with its own burst of allocations.
+void thread_churn() {
+  for (int round = 0; round < 150; ++round) {
+    auto burst = [round](int id) {
+      std::mt19937 rng(round * 2 + id);
+      std::vector<void*> v;
+      for (int i = 0; i < 4000; ++i) {
+        const std::size_t n = small_size(rng, 8, 1024);
+        v.push_back(std::malloc(n));
+        touch(v.back(), n);
+        if (i % 3 == 0) {
+          std::free(v[v.size() / 2]);
+          v[v.size() / 2] = std::malloc(32);
+        }
+      }
+      for (void* p : v) std::free(p);
+    };
+    std::thread a(burst, 0), b(burst, 1);
+    a.join();
+    b.join();
+  }
+}
+
+// Long-lived blocks replaced slowly while short-lived ones come and go around them.
+void mixed_lifetimes() {
+  std::mt19937 rng(3);
+  std::vector<void*> longlived(100000);
+  for (auto& p : longlived) p = std::malloc(small_size(rng, 16, 2048));
+  for (int i = 0; i < 1'500'000; ++i) {
+    void* tmp[4];
+    for (auto& t : tmp) {
+      const std::size_t n = small_size(rng, 8, 256);
+      t = std::malloc(n);
+      touch(t, n);
+    }
+    for (auto& t : tmp) std::free(t);
+    if (i % 8 == 0) {
+      auto& p = longlived[rng() % longlived.size()];
+      std::free(p);
+      p = std::malloc(small_size(rng, 16, 2048));
+    }
+  }
+  for (void* p : longlived) std::free(p);
+}
+
+// Random sizes from 8 B to 16 KiB on two threads with a working set (rptest-like).
+void random_sizes() {
+  auto worker = [](int id) {
+    std::mt19937 rng(10 + id);
+    std::vector<void*> set(4000, nullptr);
+    for (int i = 0; i < 1'500'000; ++i) {
+      auto& p = set[rng() % set.size()];
+      std::free(p);
+      const std::size_t n = small_size(rng, 8, 16384);
+      p = std::malloc(n);
+      touch(p, n);
+    }
+    for (void* p : set) std::free(p);
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+}
+
+// Blocks of several MiB, a few alive at a time (malloc-large-like).
+void large_blocks() {
+  std::mt19937 rng(5);
+  std::vector<void*> set(8, nullptr);
+  for (int i = 0; i < 4000; ++i) {
+    auto& p = set[rng() % set.size()];
+    std::free(p);
+    const std::size_t n = (std::size_t(1) << 20) + rng() % (std::size_t(7) << 20);
+    p = std::malloc(n);
+    touch(p, n);
+  }
+  for (void* p : set) std::free(p);
+}
+
+// Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
+void realloc_growth() {
+  for (int round = 0; round < 20; ++round) {
+    std::vector<char*> bufs(200, nullptr);
+    std::vector<std::size_t> sizes(200, 16);
+    for (int step = 0; step < 110; ++step)
+      for (std::size_t b = 0; b < bufs.size(); ++b) {
+        sizes[b] += sizes[b] / 10 + 1;
+        bufs[b] = static_cast<char*>(std::realloc(bufs[b], sizes[b]));
+        bufs[b][sizes[b] - 1] = char(step);
+      }
+    for (char* p : bufs) std::free(p);
+  }
+}
+
+// calloc of 128 MiB, written only at its ends: fresh pages must not be cleared by hand. The mean
+// time of the calloc call alone is reported as calloc_us.
+double g_calloc_us = -1;
+void large_calloc() {
+  double total = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    auto* p = static_cast<char*>(std::calloc(1, std::size_t(128) << 20));
+    total +=
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
+    if (p[12345] != 0) std::abort();
+    touch(p, std::size_t(128) << 20);
+    std::free(p);
+  }
+  g_calloc_us = total / 200;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::map<std::string, std::function<void()>> workloads = {
+      {"larson", larson},
+      {"xmalloc", xmalloc},
+      {"thread_churn", thread_churn},
+      {"mixed_lifetimes", mixed_lifetimes},
+      {"random_sizes", random_sizes},
+      {"large_blocks", large_blocks},
+      {"realloc_growth", realloc_growth},
+      {"large_calloc", large_calloc}};
+  if (argc != 2 || !workloads.count(argv[1])) {
+    std::fprintf(stderr, "usage: malloc_workloads NAME  (names:");
+    for (auto& [name, fn] : workloads) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, ")\n");
+    return 2;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  workloads.at(argv[1])();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf(
+      "{\"workload\": \"%s\", \"seconds\": %.6f, \"peak_rss_kib\": %ld, \"calloc_us\": %.3f}\n",
+      argv[1], secs, ru.ru_maxrss, g_calloc_us);
+  return 0;
+}
