@@ -1,0 +1,290 @@
+// `allockit`: the trace lab's command line. Subcommands record, import, export, stats, replay,
+// compare and report; each reads journals through the one journal library (tools/trace).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/record.hpp"
+#include "replay/build_plan.hpp"
+#include "replay/runner.hpp"
+#include "trace/convert.hpp"
+#include "trace/json.hpp"
+#include "trace/stats.hpp"
+
+#ifndef AK_SOURCE_DIR
+#define AK_SOURCE_DIR "."
+#endif
+
+namespace {
+
+using namespace ak;
+
+const char* kUsage =
+    "usage: allockit COMMAND [ARGS]\n"
+    "  record [-o FILE] [--follow-forks] -- CMD [ARGS...]   journal every allocation of CMD\n"
+    "  import --format text|valgrind IN -o OUT              convert a text trace to a journal\n"
+    "  export --format text IN -o OUT                        write a journal as text\n"
+    "  stats FILE [--json]                                   counts, sizes, lifetimes, leaks\n"
+    "  replay FILE --allocator NAME|PATH.so [--speed 1|10|max] [--touch none|page|full]\n"
+    "         [--repeat N] [--out DIR]                       replay against one allocator\n"
+    "  compare FILE [--allocators LIST|all] [same options]   replay against several, side by side\n"
+    "  report DIR -o report.html                             plots and tables as one HTML page\n"
+    "  allocators                                            list the allocators found here\n";
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Options of the form --name VALUE, -o VALUE and flags; the rest are positional.
+struct Args {
+  std::vector<std::string> pos;
+  std::vector<std::pair<std::string, std::string>> opts;
+  std::string get(const std::string& k, const std::string& def = "") const {
+    for (const auto& [key, v] : opts)
+      if (key == k) return v;
+    return def;
+  }
+  bool has(const std::string& k) const {
+    for (const auto& [key, v] : opts)
+      if (key == k) return true;
+    return false;
+  }
+};
+
+Args parse(int argc, char** argv, int from, const std::vector<std::string>& valued,
+           const std::vector<std::string>& flags) {
+  Args a;
+  for (int i = from; i < argc; ++i) {
+    std::string s = argv[i];
+    if (std::find(valued.begin(), valued.end(), s) != valued.end()) {
+      if (i + 1 >= argc) throw UsageError(s + " needs a value");
+      a.opts.emplace_back(s, argv[++i]);
+    } else if (std::find(flags.begin(), flags.end(), s) != flags.end()) {
+      a.opts.emplace_back(s, "");
+    } else if (s.size() > 1 && s[0] == '-') {
+      throw UsageError("unknown option " + s);
+    } else {
+      a.pos.push_back(s);
+    }
+  }
+  return a;
+}
+
+int cmd_stats(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("stats needs one journal");
+  trace::Trace t = trace::load_trace(a.pos[0]);
+  trace::Timeline tl = trace::resolve(t);
+  trace::TraceStats s = trace::compute_stats(t, tl);
+  if (a.has("--json"))
+    std::fputs(trace::stats_json(s).c_str(), stdout);
+  else {
+    std::printf("journal           %s\ncommand           %s\nallocator         %s\n",
+                a.pos[0].c_str(), trace::meta_get(t.meta, "command", "?").c_str(),
+                trace::meta_get(t.meta, "allocator", "?").c_str());
+    std::fputs(trace::stats_text(s).c_str(), stdout);
+  }
+  if (t.truncated_at >= 0)
+    std::fprintf(
+        stderr, "allockit: warning: %s is truncated at offset %lld; stats cover what precedes it\n",
+        a.pos[0].c_str(), static_cast<long long>(t.truncated_at));
+  return 0;
+}
+
+int cmd_import(const Args& a) {
+  std::string fmt = a.get("--format"), out = a.get("-o");
+  if (a.pos.size() != 1 || out.empty()) throw UsageError("import needs IN and -o OUT");
+  trace::ImportResult r;
+  if (fmt == "valgrind")
+    r = trace::import_valgrind(a.pos[0], out);
+  else if (fmt == "text")
+    r = trace::import_text(a.pos[0], out);
+  else
+    throw UsageError("import --format must be text or valgrind");
+  std::fprintf(stderr, "allockit import: %llu events from %llu lines", (unsigned long long)r.events,
+               (unsigned long long)r.lines);
+  if (r.skipped)
+    std::fprintf(stderr, "; %llu lines skipped (first: line %llu)", (unsigned long long)r.skipped,
+                 (unsigned long long)r.first_skipped);
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+
+int cmd_export(const Args& a) {
+  std::string out = a.get("-o");
+  if (a.get("--format", "text") != "text") throw UsageError("export --format must be text");
+  if (a.pos.size() != 1 || out.empty()) throw UsageError("export needs IN and -o OUT");
+  uint64_t n = trace::export_text(trace::load_trace(a.pos[0]), out);
+  std::fprintf(stderr, "allockit export: %llu lines\n", (unsigned long long)n);
+  return 0;
+}
+
+replay::ReplayOptions replay_options(const Args& a) {
+  replay::ReplayOptions o;
+  std::string speed = a.get("--speed", "max");
+  if (speed == "max")
+    o.speed = 0;
+  else if (speed == "1" || speed == "10")
+    o.speed = std::stod(speed);
+  else
+    throw UsageError("--speed must be 1, 10 or max");
+  o.touch = a.get("--touch", "none");
+  if (o.touch != "none" && o.touch != "page" && o.touch != "full")
+    throw UsageError("--touch must be none, page or full");
+  std::string rep = a.get("--repeat", "1");
+  if (rep.empty() || rep.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(rep) < 1 || std::stoi(rep) > 100)
+    throw UsageError("--repeat must be a number from 1 to 100");
+  o.repeat = std::stoi(rep);
+  o.progress = isatty(2);
+  return o;
+}
+
+// Replays the journal against each allocator into DIR and prints the table.
+int run_compare(const std::string& journal, const std::vector<replay::AllocatorSpec>& allocs,
+                const replay::ReplayOptions& opt, const std::string& dir) {
+  trace::Trace t = trace::load_trace(journal);
+  if (t.truncated_at >= 0)
+    std::fprintf(stderr,
+                 "allockit: warning: %s is truncated at offset %lld; replaying what precedes it\n",
+                 journal.c_str(), static_cast<long long>(t.truncated_at));
+  trace::Timeline tl = trace::resolve(t);
+  trace::TraceStats st = trace::compute_stats(t, tl);
+  mkdir(dir.c_str(), 0755);
+  std::string plan = dir + "/plan.bin";
+  replay::PlanInfo info = replay::write_plan(t, tl, plan);
+  if (tl.problems.total())
+    std::fprintf(stderr, "allockit: repaired %llu replay problems (see stats.json)\n",
+                 (unsigned long long)tl.problems.total());
+  std::ofstream(dir + "/stats.json") << trace::stats_json(st);
+  std::vector<replay::ReplayResult> results;
+  for (const auto& a : allocs) {
+    results.push_back(replay::run_replay(plan, a, opt, st.peak_live_bytes, dir + "/" + a.name));
+    if (!results.back().ok)
+      std::fprintf(stderr, "allockit: %s: %s\n", a.name.c_str(), results.back().error.c_str());
+  }
+  std::remove(plan.c_str());
+  std::string json =
+      "{\"journal\": " + trace::json_str(journal) +
+      ", \"command\": " + trace::json_str(trace::meta_get(t.meta, "command")) +
+      ", \"recorded_allocator\": " + trace::json_str(trace::meta_get(t.meta, "allocator")) +
+      ", \"speed\": " + trace::json_num(opt.speed) + ", \"touch\": " + trace::json_str(opt.touch) +
+      ", \"repeat\": " + std::to_string(opt.repeat) + ", \"ops\": " + std::to_string(info.ops) +
+      ", \"threads\": " + std::to_string(info.threads) + ", \"results\": [";
+  for (size_t i = 0; i < results.size(); ++i)
+    json += (i ? ", " : "") + replay::summary_json(results[i]);
+  json += "]}\n";
+  std::ofstream(dir + "/compare.json") << json;
+  std::string table = replay::compare_table(results);
+  char head[512];
+  std::snprintf(
+      head, sizeof head,
+      "Journal %s: %llu calls replayed on %llu thread(s), speed %s, touch %s, %d run(s)\n\n",
+      journal.c_str(), (unsigned long long)info.ops, (unsigned long long)info.threads,
+      opt.speed == 0 ? "max" : std::to_string(static_cast<int>(opt.speed)).c_str(),
+      opt.touch.c_str(), opt.repeat);
+  std::ofstream(dir + "/compare.md") << head << table;
+  std::fputs(head, stdout);
+  std::fputs(table.c_str(), stdout);
+  for (const auto& r : results)
+    if (!r.ok) return 1;
+  return 0;
+}
+
+int cmd_replay(const Args& a) {
+  if (a.pos.size() != 1 || !a.has("--allocator"))
+    throw UsageError("replay needs FILE and --allocator");
+  replay::AllocatorSpec spec = replay::find_allocator(a.get("--allocator"));
+  return run_compare(a.pos[0], {spec}, replay_options(a), a.get("--out", "replay-" + spec.name));
+}
+
+int cmd_compare(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("compare needs one journal");
+  std::string list = a.get("--allocators", "all");
+  std::vector<replay::AllocatorSpec> allocs;
+  if (list == "all")
+    allocs = replay::available_allocators();
+  else
+    for (size_t pos = 0; pos <= list.size();) {
+      size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      if (comma > pos) allocs.push_back(replay::find_allocator(list.substr(pos, comma - pos)));
+      pos = comma + 1;
+    }
+  return run_compare(a.pos[0], allocs, replay_options(a), a.get("--out", "compare-out"));
+}
+
+int cmd_report(const Args& a) {
+  std::string out = a.get("-o", "report.html");
+  if (a.pos.size() != 1) throw UsageError("report needs a results folder");
+  std::string py = std::string(AK_SOURCE_DIR) + "/tools/report";
+  const char* old = getenv("PYTHONPATH");
+  setenv("PYTHONPATH", (py + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
+  std::vector<const char*> argv = {"python3",   "-m",   "allockit_report", a.pos[0].c_str(), "-o",
+                                   out.c_str(), nullptr};
+  execvp("python3", const_cast<char**>(argv.data()));
+  throw std::runtime_error("cannot run python3 for the report");
+}
+
+int cmd_record(int argc, char** argv) {
+  cli::RecordOptions o;
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--") {
+      ++i;
+      break;
+    }
+    if (s == "-o" && i + 1 < argc)
+      o.out = argv[++i];
+    else if (s == "--follow-forks")
+      o.follow_forks = true;
+    else
+      throw UsageError("record: unknown option " + s + " (the command goes after --)");
+  }
+  for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+  return cli::record(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  try {
+    const std::vector<std::string> replay_valued = {"--allocator", "--allocators", "--speed",
+                                                    "--touch",     "--repeat",     "--out"};
+    if (cmd == "record") return cmd_record(argc, argv);
+    if (cmd == "stats") return cmd_stats(parse(argc, argv, 2, {}, {"--json"}));
+    if (cmd == "import") return cmd_import(parse(argc, argv, 2, {"--format", "-o"}, {}));
+    if (cmd == "export") return cmd_export(parse(argc, argv, 2, {"--format", "-o"}, {}));
+    if (cmd == "replay") return cmd_replay(parse(argc, argv, 2, replay_valued, {}));
+    if (cmd == "compare") return cmd_compare(parse(argc, argv, 2, replay_valued, {}));
+    if (cmd == "report") return cmd_report(parse(argc, argv, 2, {"-o"}, {}));
+    if (cmd == "allocators") {
+      for (const auto& a : replay::available_allocators())
+        std::printf("%-10s %s\n", a.name.c_str(),
+                    a.preload.empty() ? "(system malloc)" : a.preload.c_str());
+      return 0;
+    }
+    throw UsageError("unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "allockit: %s\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "allockit: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allockit: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,106 @@
+// Plan compilation (see build_plan.hpp): per thread, in call order, each event becomes at most
+// two ops (a repair free, then the call). Frees of NULL and calls that failed when recorded are
+// not replayed; a free of a slot filled by another thread is flagged to wait for it.
+#include "replay/build_plan.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "replay/plan.hpp"
+
+namespace ak::replay {
+
+using trace::Event;
+using trace::Op;
+
+PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const std::string& path) {
+  PlanInfo info;
+  info.slots = tl.slots;
+  std::vector<std::vector<PlanOp>> per_thread(trace.threads.size());
+  auto wait_flag = [&](uint32_t slot, uint32_t thread) -> uint8_t {
+    return slot != kNone && tl.slot_thread[slot] != thread ? kWaitOld : 0;
+  };
+  for (uint32_t t = 0; t < trace.threads.size(); ++t) {
+    const auto& evs = trace.threads[t].events;
+    auto& ops = per_thread[t];
+    ops.reserve(evs.size());
+    for (size_t i = 0; i < evs.size(); ++i) {
+      const Event& e = evs[i];
+      const trace::Resolved& r = tl.per_thread[t][i];
+      uint64_t rel = e.time_ns >= tl.first_ns ? e.time_ns - tl.first_ns : 0;
+      if (r.repair_slot != kNone) {
+        PlanOp f{};
+        f.time_ns = rel;
+        f.slot = kNone;
+        f.old_slot = r.repair_slot;
+        f.kind = static_cast<uint8_t>(Op::kFree);
+        f.flags = wait_flag(r.repair_slot, t);
+        ops.push_back(f);
+        ++info.repairs;
+      }
+      PlanOp op{};
+      op.time_ns = rel;
+      op.kind = static_cast<uint8_t>(e.op);
+      op.slot = r.slot;
+      op.old_slot = r.old_slot;
+      switch (e.op) {
+        case Op::kFree:
+          if (r.old_slot == kNone) {
+            if (e.a == 0) ++info.skipped_free_null;
+            continue;  // free(NULL), or an unknown address (counted by the timeline)
+          }
+          break;
+        case Op::kMalloc:
+        case Op::kValloc:
+        case Op::kPvalloc:
+          op.size = e.a;
+          break;
+        case Op::kCalloc:
+          op.size = e.a, op.arg = e.b;
+          break;
+        case Op::kRealloc:
+          op.size = e.b;
+          break;
+        case Op::kReallocarray:
+          op.size = e.b, op.arg = e.c;
+          break;
+        case Op::kPosixMemalign:
+        case Op::kAlignedAlloc:
+        case Op::kMemalign:
+          op.size = e.b, op.arg = e.a;
+          break;
+      }
+      if (e.op != Op::kFree && r.slot == kNone && r.old_slot == kNone) {
+        ++info.skipped_failed;  // returned null when recorded and released nothing
+        continue;
+      }
+      op.flags = wait_flag(r.old_slot, t);
+      ops.push_back(op);
+    }
+    info.ops += ops.size();
+  }
+  info.threads = trace.threads.size();
+
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw std::runtime_error(path + ": cannot create");
+  PlanHeader h{};
+  std::memcpy(h.magic, kPlanMagic, 8);
+  h.threads = static_cast<uint32_t>(per_thread.size());
+  h.slots = tl.slots;
+  h.ops = info.ops;
+  bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
+  for (const auto& ops : per_thread) {
+    uint64_t n = ops.size();
+    ok = ok && std::fwrite(&n, sizeof n, 1, f) == 1;
+  }
+  for (const auto& ops : per_thread)
+    ok =
+        ok && (ops.empty() || std::fwrite(ops.data(), sizeof(PlanOp), ops.size(), f) == ops.size());
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) throw std::runtime_error(path + ": write failed");
+  return info;
+}
+
+}  // namespace ak::replay

@@ -1,0 +1,58 @@
+// Runs replay workers (one process per allocator and repetition) and reduces their samples to
+// latency percentiles, peak RSS and overhead. Used by `allockit replay` and `allockit compare`.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ak::replay {
+
+struct AllocatorSpec {
+  std::string name;
+  std::string preload;  // empty: the system allocator (glibc)
+};
+
+// The allocators found on this machine, glibc and allockit first.
+std::vector<AllocatorSpec> available_allocators();
+// Resolves a name or a path to a .so. Throws std::invalid_argument listing the available names.
+AllocatorSpec find_allocator(const std::string& name_or_path);
+
+struct ReplayOptions {
+  double speed = 0;  // 0: as fast as possible; else 1 = recorded pace, 10 = ten times faster
+  std::string touch = "none";
+  int repeat = 1;
+  bool progress = false;
+};
+
+inline constexpr int kPercentiles = 14;
+extern const char* const kPercentileNames[kPercentiles];  // best, p1, ... p99.999, worst
+
+struct KindSummary {
+  std::string kind;  // all, malloc, free, realloc, calloc, aligned
+  uint64_t count = 0;
+  double mean_ns = 0;
+  double pct_ns[kPercentiles] = {};
+};
+
+struct ReplayResult {
+  AllocatorSpec allocator;
+  bool ok = false;
+  std::string error;
+  uint64_t ops = 0;
+  double wall_s = 0, touch_s = 0;
+  double floor_min_ns = 0, floor_mean_ns = 0;
+  uint64_t peak_rss = 0, peak_live = 0;
+  double overhead = 0;  // peak RSS / peak live bytes
+  std::vector<KindSummary> kinds;
+};
+
+// Replays `plan` against `alloc`, writing samples.bin, rss.csv, worker.json and summary.json
+// under `dir`. Never throws for a failing allocator: the result carries the error.
+ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
+                        const ReplayOptions& opt, uint64_t peak_live_bytes, const std::string& dir);
+
+std::string summary_json(const ReplayResult& r);
+// The side-by-side table of several results, in markdown.
+std::string compare_table(const std::vector<ReplayResult>& results);
+
+}  // namespace ak::replay

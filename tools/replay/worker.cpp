@@ -1,0 +1,377 @@
+// allockit-replay: replays one plan against whatever malloc the process has (LD_PRELOAD picks
+// it) and writes raw samples. Its own tables (plan, slots, samples, RSS log) come from mmap and
+// are populated before the replay starts, so resident memory growth is the allocator's.
+// Usage: allockit-replay PLAN OUTDIR SPEED TOUCH   (SPEED 0 = max; TOUCH none|page|full)
+// Timing: serialised rdtsc (lfence; rdtsc ... rdtscp; lfence) around each call, calibrated to ns
+// against CLOCK_MONOTONIC; touching the memory happens outside that window.
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "replay/plan.hpp"
+
+using namespace ak::replay;
+
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "allockit-replay: %s%s%s\n", what, errno ? ": " : "",
+                        errno ? std::strerror(errno) : "");
+  (void)!write(2, buf, static_cast<size_t>(n));
+  _exit(2);
+}
+
+void* map_zero(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+  if (p == MAP_FAILED) die("cannot map replay tables");
+  return p;
+}
+
+inline uint64_t tsc_begin() {
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+inline uint64_t tsc_end() {
+  unsigned aux;
+  uint64_t t = __rdtscp(&aux);
+  _mm_lfence();
+  return t;
+}
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Anonymous resident bytes of this process (RssAnon), read without allocating.
+uint64_t rss_anon() {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = std::strstr(buf, "RssAnon:");
+  return p ? std::strtoull(p + 8, nullptr, 10) * 1024 : 0;
+}
+
+struct Shared {
+  const PlanHeader* plan;
+  const uint64_t* counts;
+  const PlanOp* ops;
+  std::atomic<uintptr_t>* slots;
+  uint32_t* lat;          // ticks, later ns
+  uint32_t* t_rel;        // ticks >> 10, later us
+  uint64_t* touch_ticks;  // per thread
+  double speed;
+  int touch;  // 0 none, 1 page, 2 full
+  uint64_t tsc0, mono0;
+  double ns_per_tick;
+  std::atomic<int> go{0};
+  std::atomic<uint64_t>* progress;
+  std::atomic<int> sampling{1};
+};
+Shared g;
+
+struct ThreadArg {
+  uint32_t index;
+  uint64_t first;  // index of the thread's first op
+};
+
+inline void touch(void* p, uint64_t n) {
+  if (!p || n == 0) return;
+  auto* c = static_cast<volatile char*>(p);
+  if (g.touch == 2) {
+    std::memset(p, 0x5a, n);
+  } else {
+    for (uint64_t off = 0; off < n; off += 4096) c[off] = 1;
+    c[n - 1] = 1;
+  }
+}
+
+inline void* wait_slot(uint32_t slot) {
+  uintptr_t v;
+  uint64_t spins = 0;
+  uint64_t deadline = 0;
+  while ((v = g.slots[slot].load(std::memory_order_acquire)) == 0) {
+    _mm_pause();
+    if (++spins % 4096 == 0) {
+      uint64_t now = mono_ns();
+      if (!deadline) deadline = now + 30ull * 1000000000ull;
+      if (now > deadline) die("stuck waiting for a block allocated by another thread");
+      sched_yield();
+    }
+  }
+  return v == 1 ? nullptr : reinterpret_cast<void*>(v);
+}
+
+void* replay_thread(void* raw) {
+  auto* arg = static_cast<ThreadArg*>(raw);
+  const PlanOp* ops = g.ops + arg->first;
+  uint32_t* lat = g.lat + arg->first;
+  uint32_t* trel = g.t_rel + arg->first;
+  uint64_t n = g.counts[arg->index];
+  uint64_t touch_ticks = 0;
+  while (!g.go.load(std::memory_order_acquire)) _mm_pause();
+  for (uint64_t i = 0; i < n; ++i) {
+    const PlanOp& op = ops[i];
+    if (g.speed > 0) {
+      uint64_t due = g.mono0 + static_cast<uint64_t>(static_cast<double>(op.time_ns) / g.speed);
+      for (uint64_t now = mono_ns(); now < due; now = mono_ns()) {
+        if (due - now > 2000000) {
+          timespec ts{0, static_cast<long>(due - now - 1000000)};
+          nanosleep(&ts, nullptr);
+        }
+      }
+    }
+    void* old = nullptr;
+    if (op.old_slot != kNone) {
+      old = (op.flags & kWaitOld)
+                ? wait_slot(op.old_slot)
+                : reinterpret_cast<void*>(g.slots[op.old_slot].load(std::memory_order_relaxed));
+      if (reinterpret_cast<uintptr_t>(old) == 1) old = nullptr;
+    }
+    void* p = nullptr;
+    uint64_t t0 = tsc_begin();
+    switch (op.kind) {
+      case 0:
+        p = malloc(op.size);
+        break;
+      case 1:
+        p = calloc(op.size, op.arg);
+        break;
+      case 2:
+        p = realloc(old, op.size);
+        break;
+      case 3:
+        free(old);
+        break;
+      case 4:
+        if (posix_memalign(&p, op.arg, op.size) != 0) p = nullptr;
+        break;
+      case 5:
+        p = aligned_alloc(op.arg, op.size);
+        break;
+      case 6:
+        p = memalign(op.arg, op.size);
+        break;
+      case 7:
+        p = valloc(op.size);
+        break;
+      case 8:
+        p = pvalloc(op.size);
+        break;
+      case 9:
+        p = reallocarray(old, op.size, op.arg);
+        break;
+    }
+    uint64_t t1 = tsc_end();
+    uint64_t d = t1 - t0;
+    lat[i] = d > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(d);
+    trel[i] = static_cast<uint32_t>((t0 - g.tsc0) >> 10);
+    if (op.slot != kNone) {
+      if (g.touch && p) {
+        uint64_t bytes = op.kind == 1 || op.kind == 9 ? op.size * op.arg : op.size;
+        uint64_t a = tsc_begin();
+        touch(p, bytes);
+        touch_ticks += tsc_end() - a;
+      }
+      g.slots[op.slot].store(p ? reinterpret_cast<uintptr_t>(p) : 1, std::memory_order_release);
+    } else if (p) {
+      free(p);  // realloc(p, 0) that returned a block here though it freed when recorded
+    }
+    if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
+  }
+  g.progress->fetch_add(n & 0xffff, std::memory_order_relaxed);
+  g.touch_ticks[arg->index] = touch_ticks;
+  return nullptr;
+}
+
+// RSS sampler: every 2 ms, appends "t_ms,bytes" to a mapped text buffer.
+struct RssLog {
+  char* buf;
+  size_t len, cap;
+  uint64_t baseline, peak;
+};
+RssLog g_rss;
+
+void rss_sample() {
+  uint64_t r = rss_anon();
+  uint64_t v = r > g_rss.baseline ? r - g_rss.baseline : 0;
+  if (v > g_rss.peak) g_rss.peak = v;
+  if (g_rss.len + 64 < g_rss.cap)
+    g_rss.len += static_cast<size_t>(std::snprintf(g_rss.buf + g_rss.len, 64, "%.3f,%llu\n",
+                                                   static_cast<double>(mono_ns() - g.mono0) * 1e-6,
+                                                   static_cast<unsigned long long>(v)));
+}
+
+void* sampler(void*) {
+  while (g.sampling.load(std::memory_order_acquire)) {
+    rss_sample();
+    timespec ts{0, 2000000};
+    nanosleep(&ts, nullptr);
+  }
+  return nullptr;
+}
+
+void write_file(const char* dir, const char* name, const void* data, size_t n) {
+  char path[4096];
+  std::snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die("cannot create a result file");
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) die("cannot write a result file");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: allockit-replay PLAN OUTDIR SPEED none|page|full\n");
+    return 2;
+  }
+  const char* dir = argv[2];
+  g.speed = std::strtod(argv[3], nullptr);
+  g.touch = std::strcmp(argv[4], "page") == 0 ? 1 : std::strcmp(argv[4], "full") == 0 ? 2 : 0;
+
+  int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die("cannot open the plan");
+  struct stat st;
+  fstat(fd, &st);
+  if (st.st_size < static_cast<off_t>(sizeof(PlanHeader))) die("plan too short");
+  void* m =
+      mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (m == MAP_FAILED) die("cannot map the plan");
+  close(fd);
+  g.plan = static_cast<const PlanHeader*>(m);
+  if (std::memcmp(g.plan->magic, kPlanMagic, 8) != 0) die("not a replay plan");
+  uint32_t nt = g.plan->threads;
+  g.counts = reinterpret_cast<const uint64_t*>(g.plan + 1);
+  g.ops = reinterpret_cast<const PlanOp*>(g.counts + nt);
+  uint64_t nops = g.plan->ops;
+  if (sizeof(PlanHeader) + nt * 8 + nops * sizeof(PlanOp) != static_cast<uint64_t>(st.st_size))
+    die("plan size does not match its header");
+
+  g.slots = static_cast<std::atomic<uintptr_t>*>(map_zero(g.plan->slots * sizeof(uintptr_t)));
+  g.lat = static_cast<uint32_t*>(map_zero(nops * 4));
+  g.t_rel = static_cast<uint32_t*>(map_zero(nops * 4));
+  g.touch_ticks = static_cast<uint64_t*>(map_zero(nt * 8 + 8));
+  auto* args = static_cast<ThreadArg*>(map_zero(nt * sizeof(ThreadArg) + 8));
+  auto* tids = static_cast<pthread_t*>(map_zero(nt * sizeof(pthread_t) + 8));
+  g_rss.cap = 16u << 20;
+  g_rss.buf = static_cast<char*>(map_zero(g_rss.cap));
+  char progress_path[4096];
+  std::snprintf(progress_path, sizeof progress_path, "%s/.progress", dir);
+  int pfd = open(progress_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (pfd < 0 || ftruncate(pfd, 8) != 0) die("cannot create the progress file");
+  g.progress = static_cast<std::atomic<uint64_t>*>(
+      mmap(nullptr, 8, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0));
+  if (reinterpret_cast<void*>(g.progress) == MAP_FAILED) die("cannot map the progress file");
+  g.progress->store(0);
+
+  // Calibrate the TSC against CLOCK_MONOTONIC over 50 ms, then measure the timer's own floor.
+  uint64_t c0 = tsc_begin(), m0 = mono_ns();
+  while (mono_ns() - m0 < 50000000) {
+  }
+  uint64_t c1 = tsc_end(), m1 = mono_ns();
+  g.ns_per_tick = static_cast<double>(m1 - m0) / static_cast<double>(c1 - c0);
+  uint64_t floor_min = UINT64_MAX, floor_sum = 0;
+  constexpr int kFloorRuns = 10000;
+  for (int i = 0; i < kFloorRuns; ++i) {
+    uint64_t a = tsc_begin();
+    uint64_t b = tsc_end();
+    floor_min = b - a < floor_min ? b - a : floor_min;
+    floor_sum += b - a;
+  }
+
+  pthread_t sampler_tid;
+  uint64_t first = 0;
+  for (uint32_t t = 0; t < nt; ++t) {
+    args[t] = ThreadArg{t, first};
+    first += g.counts[t];
+  }
+  // Threads first, so their stacks are in the baseline.
+  for (uint32_t t = 0; t < nt; ++t)
+    if (pthread_create(&tids[t], nullptr, replay_thread, &args[t]) != 0)
+      die("cannot start a replay thread");
+  g_rss.baseline = rss_anon();
+  g.mono0 = mono_ns();
+  g.tsc0 = tsc_begin();
+  if (pthread_create(&sampler_tid, nullptr, sampler, nullptr) != 0) die("cannot start the sampler");
+  g.go.store(1, std::memory_order_release);
+  for (uint32_t t = 0; t < nt; ++t) pthread_join(tids[t], nullptr);
+  uint64_t wall_ns = mono_ns() - g.mono0;
+  g.sampling.store(0, std::memory_order_release);
+  pthread_join(sampler_tid, nullptr);
+  rss_sample();
+  uint64_t final_anon = rss_anon();
+  uint64_t final_rss = final_anon > g_rss.baseline ? final_anon - g_rss.baseline : 0;
+
+  // Convert ticks to ns and us in place, then write the columns.
+  uint64_t touch_ticks = 0;
+  for (uint32_t t = 0; t < nt; ++t) touch_ticks += g.touch_ticks[t];
+  double us_per_unit = g.ns_per_tick * 1024.0 / 1000.0;
+  for (uint64_t i = 0; i < nops; ++i) {
+    double ns = static_cast<double>(g.lat[i]) * g.ns_per_tick;
+    g.lat[i] = ns >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(ns + 0.5);
+    g.t_rel[i] = static_cast<uint32_t>(static_cast<double>(g.t_rel[i]) * us_per_unit);
+  }
+  auto* sizes = static_cast<uint32_t*>(map_zero(nops * 4 + 4));
+  auto* kinds = static_cast<uint8_t*>(map_zero(nops + 1));
+  for (uint64_t i = 0; i < nops; ++i) {
+    const PlanOp& op = g.ops[i];
+    uint64_t bytes = op.kind == 1 || op.kind == 9 ? op.size * op.arg : op.size;
+    sizes[i] = bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
+    kinds[i] = op.kind;
+  }
+  // One file, columns back to back.
+  size_t total = 16 + nops * 13;
+  auto* out = static_cast<uint8_t*>(map_zero(total));
+  std::memcpy(out, kSamplesMagic, 8);
+  std::memcpy(out + 8, &nops, 8);
+  std::memcpy(out + 16, g.lat, nops * 4);
+  std::memcpy(out + 16 + nops * 4, g.t_rel, nops * 4);
+  std::memcpy(out + 16 + nops * 8, sizes, nops * 4);
+  std::memcpy(out + 16 + nops * 12, kinds, nops);
+  write_file(dir, "samples.bin", out, total);
+  write_file(dir, "rss.csv", g_rss.buf, g_rss.len);
+
+  char json[1024];
+  int n = std::snprintf(
+      json, sizeof json,
+      "{\"ops\": %llu, \"threads\": %u, \"ns_per_tick\": %.6f, \"timer_floor_ns\": {\"min\": %.1f, "
+      "\"mean\": %.1f}, \"wall_s\": %.6f, \"touch_s\": %.6f, \"rss_baseline_bytes\": %llu, "
+      "\"peak_rss_bytes\": %llu, \"final_rss_bytes\": %llu, \"speed\": %g, \"touch\": \"%s\"}\n",
+      static_cast<unsigned long long>(nops), nt, g.ns_per_tick,
+      static_cast<double>(floor_min) * g.ns_per_tick,
+      static_cast<double>(floor_sum) / kFloorRuns * g.ns_per_tick,
+      static_cast<double>(wall_ns) * 1e-9, static_cast<double>(touch_ticks) * g.ns_per_tick * 1e-9,
+      static_cast<unsigned long long>(g_rss.baseline), static_cast<unsigned long long>(g_rss.peak),
+      static_cast<unsigned long long>(final_rss), g.speed, argv[4]);
+  write_file(dir, "worker.json", json, static_cast<size_t>(n));
+  return 0;
+}

@@ -1,0 +1,201 @@
+// Journal format v1, the byte level: file header, block header and the event codec.
+// Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
+// The layout is specified in docs/journal-format.md; change both together.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "trace/event.hpp"
+
+namespace ak::trace {
+
+inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
+inline constexpr uint32_t kCodecRaw = 0;
+inline constexpr uint32_t kCodecZstd = 1;
+inline constexpr size_t kMaxEventBytes = 80;        // op byte + up to seven 10-byte varints
+inline constexpr uint32_t kMaxBlockRaw = 1u << 24;  // readers reject larger blocks
+inline constexpr uint32_t kMaxMetaBytes = 1u << 16;
+
+struct FileHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t meta_len;  // key=value lines follow the header
+  uint32_t meta_crc;
+  uint32_t reserved;
+};
+static_assert(sizeof(FileHeader) == 24);
+
+struct BlockHeader {
+  char magic[4];
+  uint32_t codec;
+  uint32_t stored_len;  // payload bytes that follow in the file
+  uint32_t raw_len;     // payload bytes once decoded
+  uint32_t event_count;
+  uint32_t thread;  // ordinal of the thread within its process, from 1
+  uint32_t os_tid;
+  uint32_t crc;           // crc32 of this header (crc field zero) followed by the stored payload
+  uint64_t base_time_ns;  // the first event's time delta is taken from here
+};
+static_assert(sizeof(BlockHeader) == 40);
+
+// ---- CRC-32 (IEEE, reflected), table built at compile time -----------------------------------
+struct Crc32Table {
+  uint32_t v[256];
+  constexpr Crc32Table() : v() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      v[i] = c;
+    }
+  }
+};
+inline constexpr Crc32Table kCrcTable;
+
+// Continues a CRC: pass 0 to start, the previous result to extend.
+inline uint32_t crc32(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) crc = kCrcTable.v[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+inline uint32_t block_crc(BlockHeader h, const void* payload, size_t n) {
+  h.crc = 0;
+  return crc32(crc32(0, &h, sizeof h), payload, n);
+}
+
+// ---- varints ----------------------------------------------------------------------------------
+inline uint8_t* put_varint(uint8_t* out, uint64_t v) {
+  while (v >= 0x80) {
+    *out++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *out++ = static_cast<uint8_t>(v);
+  return out;
+}
+inline uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ (v >> 63 ? ~0ull : 0);
+}
+inline int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+// Reads one varint; false if it runs past `end` or over 10 bytes.
+inline bool get_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (p == end) return false;
+    uint8_t b = *p++;
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return shift < 63 || b <= 1;
+  }
+  return false;
+}
+
+// ---- events -----------------------------------------------------------------------------------
+// Delta state of one block: times and pointers are stored as zigzag deltas from the previous ones.
+struct CodecState {
+  uint64_t time_ns = 0;
+  uint64_t ptr = 0;
+};
+
+// Encodes `e` at `out` (at least kMaxEventBytes free) and returns the end. Cost: ~6-10 bytes.
+inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out) {
+  auto ptr = [&](uint64_t p) {
+    out = put_varint(out, zigzag(static_cast<int64_t>(p - s.ptr)));
+    s.ptr = p;
+  };
+  *out++ = static_cast<uint8_t>(e.op);
+  out = put_varint(out, zigzag(static_cast<int64_t>(e.time_ns - s.time_ns)));
+  s.time_ns = e.time_ns;
+  switch (e.op) {
+    case Op::kFree:
+      ptr(e.a);
+      break;
+    case Op::kMalloc:
+    case Op::kValloc:
+    case Op::kPvalloc:
+      out = put_varint(out, e.a);
+      ptr(e.result);
+      break;
+    case Op::kCalloc:
+    case Op::kAlignedAlloc:
+    case Op::kMemalign:
+      out = put_varint(out, e.a);
+      out = put_varint(out, e.b);
+      ptr(e.result);
+      break;
+    case Op::kPosixMemalign:
+      out = put_varint(out, e.a);
+      out = put_varint(out, e.b);
+      out = put_varint(out, e.c);
+      ptr(e.result);
+      break;
+    case Op::kRealloc:
+      ptr(e.a);
+      out = put_varint(out, e.b);
+      ptr(e.result);
+      out = put_varint(out, e.duration_ns);
+      break;
+    case Op::kReallocarray:
+      ptr(e.a);
+      out = put_varint(out, e.b);
+      out = put_varint(out, e.c);
+      ptr(e.result);
+      out = put_varint(out, e.duration_ns);
+      break;
+  }
+  return out;
+}
+
+// Decodes one event; false on a malformed or truncated event (p is then unspecified).
+inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, Event& e) {
+  uint64_t v;
+  auto ptr = [&](uint64_t& dst) {
+    if (!get_varint(p, end, v)) return false;
+    s.ptr += static_cast<uint64_t>(unzigzag(v));
+    dst = s.ptr;
+    return true;
+  };
+  auto num = [&](uint64_t& dst) { return get_varint(p, end, dst); };
+  if (p == end || *p >= kOpCount) return false;
+  e = Event{};
+  e.op = static_cast<Op>(*p++);
+  if (!get_varint(p, end, v)) return false;
+  s.time_ns += static_cast<uint64_t>(unzigzag(v));
+  e.time_ns = s.time_ns;
+  uint64_t dur = 0;
+  bool ok = true;
+  switch (e.op) {
+    case Op::kFree:
+      ok = ptr(e.a);
+      break;
+    case Op::kMalloc:
+    case Op::kValloc:
+    case Op::kPvalloc:
+      ok = num(e.a) && ptr(e.result);
+      break;
+    case Op::kCalloc:
+    case Op::kAlignedAlloc:
+    case Op::kMemalign:
+      ok = num(e.a) && num(e.b) && ptr(e.result);
+      break;
+    case Op::kPosixMemalign:
+      ok = num(e.a) && num(e.b) && num(e.c) && ptr(e.result);
+      break;
+    case Op::kRealloc:
+      ok = ptr(e.a) && num(e.b) && ptr(e.result) && num(dur);
+      break;
+    case Op::kReallocarray:
+      ok = ptr(e.a) && num(e.b) && num(e.c) && ptr(e.result) && num(dur);
+      break;
+  }
+  if (!ok || dur > UINT32_MAX) return false;
+  e.duration_ns = static_cast<uint32_t>(dur);
+  return true;
+}
+
+}  // namespace ak::trace

@@ -1,0 +1,243 @@
+// Journal reader and writer (see journal.hpp). Blocks are decoded whole: at most kMaxBlockRaw
+// bytes, so memory stays bounded whatever the file claims.
+#include "trace/journal.hpp"
+
+#include <zstd.h>
+
+#include <cstring>
+
+namespace ak::trace {
+
+const char* op_name(Op op) {
+  static const char* const names[kOpCount] = {
+      "malloc",        "calloc",   "realloc", "free",    "posix_memalign",
+      "aligned_alloc", "memalign", "valloc",  "pvalloc", "reallocarray"};
+  auto i = static_cast<unsigned>(op);
+  return i < kOpCount ? names[i] : "unknown";
+}
+
+uint64_t requested_bytes(const Event& e) {
+  auto mul = [](uint64_t n, uint64_t s) {
+    return s != 0 && n > UINT64_MAX / s ? UINT64_MAX : n * s;
+  };
+  switch (e.op) {
+    case Op::kMalloc:
+    case Op::kValloc:
+    case Op::kPvalloc:
+      return e.a;
+    case Op::kCalloc:
+      return mul(e.a, e.b);
+    case Op::kRealloc:
+    case Op::kPosixMemalign:
+    case Op::kAlignedAlloc:
+    case Op::kMemalign:
+      return e.b;
+    case Op::kReallocarray:
+      return mul(e.b, e.c);
+    case Op::kFree:
+      return 0;
+  }
+  return 0;
+}
+
+std::string meta_get(const Meta& m, const std::string& key, const std::string& fallback) {
+  for (const auto& [k, v] : m)
+    if (k == key) return v;
+  return fallback;
+}
+
+// ---- reader -----------------------------------------------------------------------------------
+JournalReader::JournalReader(const std::string& path) {
+  f_ = std::fopen(path.c_str(), "rb");
+  if (!f_) throw JournalError(path + ": cannot open (" + std::strerror(errno) + ")", 0);
+  try {
+    open_header();
+  } catch (...) {
+    std::fclose(f_);
+    throw;
+  }
+}
+
+JournalReader::JournalReader(const void* data, size_t size) {
+  f_ = size ? fmemopen(const_cast<void*>(data), size, "rb") : std::tmpfile();
+  if (!f_) throw JournalError("cannot open memory buffer", 0);
+  try {
+    open_header();
+  } catch (...) {
+    std::fclose(f_);
+    throw;
+  }
+}
+
+JournalReader::~JournalReader() {
+  if (f_) std::fclose(f_);
+}
+
+size_t JournalReader::read(void* dst, size_t n) {
+  size_t got = std::fread(dst, 1, n, f_);
+  offset_ += got;
+  return got;
+}
+
+void JournalReader::open_header() {
+  FileHeader h;
+  if (read(&h, sizeof h) != sizeof h) throw JournalError("not a journal: file too short", 0);
+  if (std::memcmp(h.magic, kFileMagic, 8) != 0) throw JournalError("not a journal: bad magic", 0);
+  if (h.version != kVersion)
+    throw JournalError("unsupported journal version " + std::to_string(h.version), 8);
+  if (h.meta_len > kMaxMetaBytes)
+    throw JournalError("metadata length " + std::to_string(h.meta_len) + " too large", 12);
+  std::string meta(h.meta_len, '\0');
+  if (read(meta.data(), meta.size()) != meta.size())
+    throw JournalError("truncated metadata", offset_);
+  if (crc32(0, meta.data(), meta.size()) != h.meta_crc)
+    throw JournalError("metadata checksum mismatch", sizeof h);
+  size_t pos = 0;
+  while (pos < meta.size()) {
+    size_t nl = meta.find('\n', pos);
+    if (nl == std::string::npos) nl = meta.size();
+    std::string line = meta.substr(pos, nl - pos);
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) meta_.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    pos = nl + 1;
+  }
+}
+
+bool JournalReader::next(Block& b) {
+  if (truncated_at_ >= 0) return false;
+  uint64_t start = offset_;
+  BlockHeader h;
+  size_t got = read(&h, sizeof h);
+  if (got == 0) return false;
+  if (got != sizeof h) {
+    truncated_at_ = static_cast<int64_t>(start);
+    return false;
+  }
+  if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", start);
+  if (h.codec > kCodecZstd)
+    throw JournalError("unknown block codec " + std::to_string(h.codec), start);
+  if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw || h.thread == 0 ||
+      (h.codec == kCodecRaw && h.stored_len != h.raw_len) ||
+      h.event_count > h.raw_len / 3)  // every event takes at least 3 bytes
+    throw JournalError("implausible block header", start);
+  stored_.resize(h.stored_len);
+  if (read(stored_.data(), h.stored_len) != h.stored_len) {
+    truncated_at_ = static_cast<int64_t>(start);
+    return false;
+  }
+  if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
+    throw JournalError("block checksum mismatch", start);
+  const uint8_t* p = stored_.data();
+  const uint8_t* end = p + h.stored_len;
+  if (h.codec == kCodecZstd) {
+    raw_.resize(h.raw_len);
+    size_t n = ZSTD_decompress(raw_.data(), raw_.size(), stored_.data(), stored_.size());
+    if (ZSTD_isError(n) || n != h.raw_len) throw JournalError("block does not decompress", start);
+    p = raw_.data();
+    end = p + n;
+  }
+  b.offset = start;
+  b.thread = h.thread;
+  b.os_tid = h.os_tid;
+  b.events.resize(h.event_count);
+  CodecState s{h.base_time_ns, 0};
+  for (uint32_t i = 0; i < h.event_count; ++i)
+    if (!decode_event(p, end, s, b.events[i]))
+      throw JournalError("malformed event " + std::to_string(i) + " in block", start);
+  if (p != end) throw JournalError("block has bytes after its last event", start);
+  return true;
+}
+
+// ---- writer -----------------------------------------------------------------------------------
+JournalWriter::JournalWriter(const std::string& path, const Meta& meta, bool compress)
+    : path_(path), compress_(compress) {
+  f_ = std::fopen(path.c_str(), "wb");
+  if (!f_) throw std::runtime_error(path + ": cannot create (" + std::strerror(errno) + ")");
+  std::string text;
+  for (const auto& [k, v] : meta) {
+    std::string value = v;
+    for (char& c : value)
+      if (c == '\n') c = ' ';
+    text += k + "=" + value + "\n";
+  }
+  if (text.size() > kMaxMetaBytes) text.resize(kMaxMetaBytes);
+  FileHeader h{};
+  std::memcpy(h.magic, kFileMagic, 8);
+  h.version = kVersion;
+  h.meta_len = static_cast<uint32_t>(text.size());
+  h.meta_crc = crc32(0, text.data(), text.size());
+  put(&h, sizeof h);
+  put(text.data(), text.size());
+}
+
+JournalWriter::~JournalWriter() {
+  if (f_) {
+    try {
+      finish();
+    } catch (...) {
+    }
+  }
+}
+
+void JournalWriter::put(const void* data, size_t n) {
+  if (std::fwrite(data, 1, n, f_) != n)
+    throw std::runtime_error(path_ + ": write failed (" + std::strerror(errno) + ")");
+  bytes_ += n;
+}
+
+void JournalWriter::add(uint32_t thread, uint32_t os_tid, const Event& e) {
+  auto [it, fresh] = pending_.try_emplace(thread);
+  Pending& p = it->second;
+  if (fresh) order_.push_back(thread);
+  if (p.count == 0) {
+    p.os_tid = os_tid;
+    p.base_time = e.time_ns;
+    p.state = CodecState{e.time_ns, 0};
+  }
+  size_t at = p.raw.size();
+  p.raw.resize(at + kMaxEventBytes);
+  uint8_t* end = encode_event(e, p.state, p.raw.data() + at);
+  p.raw.resize(static_cast<size_t>(end - p.raw.data()));
+  ++p.count;
+  ++events_;
+  if (p.raw.size() >= (1u << 20)) flush(thread, p);
+}
+
+void JournalWriter::flush(uint32_t thread, Pending& p) {
+  if (p.count == 0) return;
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.raw_len = static_cast<uint32_t>(p.raw.size());
+  h.event_count = p.count;
+  h.thread = thread;
+  h.os_tid = p.os_tid;
+  h.base_time_ns = p.base_time;
+  std::vector<uint8_t> packed;
+  const std::vector<uint8_t>* payload = &p.raw;
+  h.codec = kCodecRaw;
+  if (compress_) {
+    packed.resize(ZSTD_compressBound(p.raw.size()));
+    size_t n = ZSTD_compress(packed.data(), packed.size(), p.raw.data(), p.raw.size(), 9);
+    if (!ZSTD_isError(n) && n < p.raw.size()) {
+      packed.resize(n);
+      payload = &packed;
+      h.codec = kCodecZstd;
+    }
+  }
+  h.stored_len = static_cast<uint32_t>(payload->size());
+  h.crc = block_crc(h, payload->data(), payload->size());
+  put(&h, sizeof h);
+  put(payload->data(), payload->size());
+  p.raw.clear();
+  p.count = 0;
+}
+
+void JournalWriter::finish() {
+  if (!f_) return;
+  for (uint32_t t : order_) flush(t, pending_[t]);
+  FILE* f = f_;
+  f_ = nullptr;
+  if (std::fclose(f) != 0) throw std::runtime_error(path_ + ": close failed");
+}
+
+}  // namespace ak::trace

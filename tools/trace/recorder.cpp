@@ -1,0 +1,567 @@
+// liballockit_record.so: an LD_PRELOAD recorder that journals every allocation call of a program.
+// Invariants: it never allocates (buffers come from mmap, messages from the stack); each thread
+// appends to its own buffer under an uncontended per-buffer flag, so there is no global lock on
+// the hot path; a buffer is written as one self-contained block with one write(2) on an O_APPEND
+// file, so the journal up to the last flush stays readable whatever happens to the process.
+// Configured by `allockit record` through ALLOCKIT_RECORD_OUT, ALLOCKIT_RECORD_PID and
+// ALLOCKIT_RECORD_FOLLOW_FORKS (docs/journal-format.md).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "trace/codec.hpp"
+
+using namespace ak::trace;
+
+namespace {
+
+// ---- the real allocator ---------------------------------------------------------------------
+struct Real {
+  void* (*malloc)(size_t);
+  void* (*calloc)(size_t, size_t);
+  void* (*realloc)(void*, size_t);
+  void (*free)(void*);
+  int (*posix_memalign)(void**, size_t, size_t);
+  void* (*aligned_alloc)(size_t, size_t);
+  void* (*memalign)(size_t, size_t);
+  void* (*valloc)(size_t);
+  void* (*pvalloc)(size_t);
+  void* (*reallocarray)(void*, size_t, size_t);
+  int (*execve)(const char*, char* const[], char* const[]);
+  int (*execvpe)(const char*, char* const[], char* const[]);
+  void (*exit_)(int);
+  void (*Exit_)(int);
+};
+Real g_real;
+std::atomic<int> g_real_state{0};  // 0 none, 1 resolving, 2 ready
+
+// dlsym may allocate before the real functions are known: serve it from a static bump buffer.
+alignas(64) char g_boot[64 * 1024];
+std::atomic<size_t> g_boot_used{0};
+void* boot_alloc(size_t n, size_t align = 16) {
+  size_t off = g_boot_used.fetch_add(n + align, std::memory_order_relaxed);
+  if (off + n + align > sizeof g_boot) return nullptr;
+  auto p = (reinterpret_cast<uintptr_t>(g_boot + off) + align - 1) & ~(uintptr_t)(align - 1);
+  return reinterpret_cast<void*>(p);
+}
+bool is_boot(const void* p) {
+  return p >= static_cast<const void*>(g_boot) &&
+         p < static_cast<const void*>(g_boot + sizeof g_boot);
+}
+
+template <class F>
+void resolve(F& f, const char* name) {
+  f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+void resolve_real() {
+  int expected = 0;
+  if (!g_real_state.compare_exchange_strong(expected, 1)) {
+    while (g_real_state.load() != 2) {
+    }
+    return;
+  }
+  resolve(g_real.malloc, "malloc");
+  resolve(g_real.calloc, "calloc");
+  resolve(g_real.realloc, "realloc");
+  resolve(g_real.free, "free");
+  resolve(g_real.posix_memalign, "posix_memalign");
+  resolve(g_real.aligned_alloc, "aligned_alloc");
+  resolve(g_real.memalign, "memalign");
+  resolve(g_real.valloc, "valloc");
+  resolve(g_real.pvalloc, "pvalloc");
+  resolve(g_real.reallocarray, "reallocarray");
+  resolve(g_real.execve, "execve");
+  resolve(g_real.execvpe, "execvpe");
+  resolve(g_real.exit_, "_exit");
+  resolve(g_real.Exit_, "_Exit");
+  g_real_state.store(2);
+}
+
+// ---- per-thread logs ------------------------------------------------------------------------
+constexpr size_t kLogBytes = 64 * 1024;
+struct ThreadLog {
+  ThreadLog* next;              // registry link, never unlinked
+  std::atomic<uint32_t> busy;   // held while appending or flushing
+  std::atomic<uint32_t> owned;  // 1 while a live thread uses this log
+  uint32_t thread, os_tid, count;
+  uint64_t base_time;
+  CodecState state;
+  size_t len;  // committed payload bytes; an event is counted only once fully written
+  alignas(8) uint8_t block[sizeof(BlockHeader) + kLogBytes];
+};
+
+std::atomic<ThreadLog*> g_logs{nullptr};
+std::atomic<uint32_t> g_next_thread{1};
+int g_fd = -1;  // journal file; -1: not recording
+bool g_follow_forks = false;
+std::atomic<bool> g_exiting{false};  // after the exit flush, every event is written at once
+pthread_key_t g_key;
+const char* g_out = nullptr;
+
+thread_local ThreadLog* tl_log = nullptr;
+thread_local uint32_t tl_thread = 0;
+thread_local int tl_busy = 0;  // >0 inside the recorder: nested calls pass straight through
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // disk full or closed: drop the block, never block the program
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Writes the log's events as one block and empties it. Caller holds `busy` (or is the only
+// thread left, as in a crash handler).
+void flush_log(ThreadLog* log) {
+  if (log->count == 0 || g_fd < 0) return;
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecRaw;
+  h.stored_len = h.raw_len = static_cast<uint32_t>(log->len);
+  h.event_count = log->count;
+  h.thread = log->thread;
+  h.os_tid = log->os_tid;
+  h.base_time_ns = log->base_time;
+  uint8_t* payload = log->block + sizeof(BlockHeader);
+  h.crc = block_crc(h, payload, log->len);
+  std::memcpy(log->block, &h, sizeof h);
+  int saved = errno;
+  write_all(g_fd, log->block, sizeof h + log->len);
+  errno = saved;
+  log->count = 0;
+  log->len = 0;
+}
+
+void lock(ThreadLog* log) {
+  while (log->busy.exchange(1, std::memory_order_acquire)) {
+  }
+}
+void unlock(ThreadLog* log) {
+  log->busy.store(0, std::memory_order_release);
+}
+
+void thread_exit(void* p) {
+  auto* log = static_cast<ThreadLog*>(p);
+  ++tl_busy;
+  lock(log);
+  flush_log(log);
+  unlock(log);
+  tl_log = nullptr;
+  log->owned.store(0, std::memory_order_release);
+  --tl_busy;
+}
+
+// The calling thread's log: reuses one left by an exited thread, else maps a new one.
+ThreadLog* acquire_log() {
+  for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next) {
+    uint32_t zero = 0;
+    if (l->owned.load(std::memory_order_relaxed) == 0 && l->owned.compare_exchange_strong(zero, 1))
+      return l;
+  }
+  void* m =
+      mmap(nullptr, sizeof(ThreadLog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  auto* l = new (m) ThreadLog{};
+  l->owned.store(1);
+  ThreadLog* head = g_logs.load();
+  do l->next = head;
+  while (!g_logs.compare_exchange_weak(head, l));
+  return l;
+}
+
+ThreadLog* my_log() {
+  if (tl_log) [[likely]]
+    return tl_log;
+  ThreadLog* l = acquire_log();
+  if (!l) return nullptr;
+  if (tl_thread == 0) tl_thread = g_next_thread.fetch_add(1);
+  l->thread = tl_thread;
+  l->os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  l->count = 0;
+  l->len = 0;
+  tl_log = l;
+  pthread_setspecific(g_key, l);
+  return l;
+}
+
+// Appends one event. Cost: one uncontended exchange, ~8 bytes of encoding, no system call
+// except when the 64 KiB buffer fills.
+void record(const Event& e) {
+  ThreadLog* log = my_log();
+  if (!log) return;
+  lock(log);
+  if (log->count == 0) {
+    log->base_time = e.time_ns;
+    log->state = CodecState{e.time_ns, 0};
+  }
+  uint8_t* payload = log->block + sizeof(BlockHeader);
+  uint8_t* end = encode_event(e, log->state, payload + log->len);
+  log->len = static_cast<size_t>(end - payload);
+  ++log->count;
+  if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
+    flush_log(log);
+  unlock(log);
+}
+
+// Flushes every log; used at exit, before exec and on fatal signals.
+void flush_all(bool take_locks) {
+  for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next) {
+    if (take_locks) lock(l);
+    flush_log(l);
+    if (take_locks) unlock(l);
+  }
+}
+
+// ---- the journal file -----------------------------------------------------------------------
+// Formats into a fixed buffer; never allocates.
+struct Text {
+  char buf[8192];
+  size_t n = 0;
+  void add(const char* s) {
+    while (*s && n + 1 < sizeof buf) buf[n++] = *s++;
+  }
+  void add_u(unsigned long long v) {
+    char tmp[24];
+    int i = 0;
+    do tmp[i++] = static_cast<char>('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (i > 0 && n + 1 < sizeof buf) buf[n++] = tmp[--i];
+  }
+  void kv(const char* k, const char* v) { add(k), add("="), add(v), add("\n"); }
+  void kv_u(const char* k, unsigned long long v) { add(k), add("="), add_u(v), add("\n"); }
+};
+
+void read_cmdline(char* out, size_t cap) {
+  out[0] = 0;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, cap - 1);
+  close(fd);
+  if (n <= 0) return;
+  for (ssize_t i = 0; i < n; ++i)
+    if (out[i] == 0 || out[i] == '\n') out[i] = ' ';
+  while (n > 0 && out[n - 1] == ' ') --n;
+  out[n] = 0;
+}
+
+void write_header(int fd) {
+  Text t;
+  char cmd[2048], exe[512];
+  read_cmdline(cmd, sizeof cmd);
+  ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[en > 0 ? en : 0] = 0;
+  utsname u;
+  uname(&u);
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(g_real.malloc), &info);
+  t.kv("source", "allockit record");
+  t.kv("command", cmd);
+  t.kv("executable", exe);
+  t.kv("host", u.nodename);
+  t.kv("kernel", u.release);
+  t.kv_u("pid", static_cast<unsigned long long>(getpid()));
+  t.kv_u("ppid", static_cast<unsigned long long>(getppid()));
+  t.kv_u("start_unix_ns", static_cast<unsigned long long>(rt.tv_sec) * 1000000000ull + rt.tv_nsec);
+  t.kv_u("start_monotonic_ns", now_ns());
+  t.kv("clock", "CLOCK_MONOTONIC");
+  t.add("allocator=");
+  t.add(info.dli_fname ? info.dli_fname : "unknown");
+  t.add(" (glibc ");
+  t.add(gnu_get_libc_version());
+  t.add(")\n");
+  FileHeader h{};
+  std::memcpy(h.magic, kFileMagic, 8);
+  h.version = kVersion;
+  h.meta_len = static_cast<uint32_t>(t.n);
+  h.meta_crc = crc32(0, t.buf, t.n);
+  write_all(fd, &h, sizeof h);
+  write_all(fd, t.buf, t.n);
+}
+
+// Opens the first free name of OUT, OUT.1, ... (root process) or OUT.PID, OUT.PID.1, ...
+int open_journal(bool root) {
+  char path[4096];
+  for (int n = 0; n < 1000; ++n) {
+    Text t;
+    t.add(g_out);
+    if (!root) t.add("."), t.add_u(static_cast<unsigned long long>(getpid()));
+    if (n > 0) t.add("."), t.add_u(static_cast<unsigned long long>(n));
+    t.buf[t.n] = 0;
+    std::memcpy(path, t.buf, t.n + 1);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      write_header(fd);
+      return fd;
+    }
+    if (errno != EEXIST) return -1;
+  }
+  return -1;
+}
+
+// ---- process events -------------------------------------------------------------------------
+constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_old_actions[sizeof kFatal / sizeof kFatal[0]];
+
+void on_fatal(int sig) {
+  flush_all(false);
+  for (size_t i = 0; i < sizeof kFatal / sizeof kFatal[0]; ++i)
+    if (kFatal[i] == sig) sigaction(sig, &g_old_actions[i], nullptr);
+  raise(sig);
+}
+
+void install_signal_handlers() {
+  for (size_t i = 0; i < sizeof kFatal / sizeof kFatal[0]; ++i) {
+    struct sigaction old {};
+    sigaction(kFatal[i], nullptr, &old);
+    if (old.sa_handler != SIG_DFL) continue;  // the program's (or an inherited SIG_IGN) stays
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NODEFER;
+    sigaction(kFatal[i], &sa, &g_old_actions[i]);
+  }
+}
+
+void after_fork_child() {
+  // The child's copies of the logs hold the parent's unflushed events: the parent writes them.
+  for (ThreadLog* l = g_logs.load(); l; l = l->next) {
+    l->busy.store(0);
+    l->count = 0;
+    l->len = 0;
+    l->owned.store(l == tl_log ? 1 : 0);
+  }
+  if (g_fd >= 0) close(g_fd);
+  g_fd = g_follow_forks ? open_journal(false) : -1;
+  g_next_thread.store(2);
+  tl_thread = 1;
+  if (tl_log) tl_log->thread = 1, tl_log->os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+}
+
+__attribute__((constructor)) void recorder_init() {
+  ++tl_busy;
+  if (g_real_state.load() != 2) resolve_real();
+  g_out = getenv("ALLOCKIT_RECORD_OUT");
+  const char* root = getenv("ALLOCKIT_RECORD_PID");
+  const char* follow = getenv("ALLOCKIT_RECORD_FOLLOW_FORKS");
+  g_follow_forks = follow && follow[0] == '1';
+  if (g_out && g_out[0]) {
+    bool is_root = root && strtol(root, nullptr, 10) == getpid();
+    if (is_root || g_follow_forks) g_fd = open_journal(is_root);
+    if (g_fd >= 0) {
+      pthread_key_create(&g_key, thread_exit);
+      pthread_atfork(nullptr, nullptr, after_fork_child);
+      install_signal_handlers();
+    }
+  }
+  --tl_busy;
+}
+
+__attribute__((destructor)) void recorder_fini() {
+  ++tl_busy;
+  flush_all(true);
+  g_exiting.store(true);  // events from later destructors are written one by one
+  --tl_busy;
+}
+
+inline bool recording() {
+  return g_fd >= 0 && tl_busy == 0;
+}
+
+struct Guard {  // marks the thread as inside the recorder while it writes an event
+  Guard() { ++tl_busy; }
+  ~Guard() { --tl_busy; }
+};
+
+inline void ensure_real() {
+  if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
+    ++tl_busy;
+    resolve_real();
+    --tl_busy;
+  }
+}
+
+Event make(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t c, const void* r) {
+  Event e;
+  e.op = op;
+  e.time_ns = t;
+  e.a = a;
+  e.b = b;
+  e.c = c;
+  e.result = reinterpret_cast<uint64_t>(r);
+  return e;
+}
+
+}  // namespace
+
+// ---- the interposed entry points ---------------------------------------------------------------
+extern "C" {
+
+void* malloc(size_t n) {
+  if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
+    if (g_real_state.load() == 1 || tl_busy) return boot_alloc(n);
+    ensure_real();
+  }
+  void* p = g_real.malloc(n);
+  if (recording()) {
+    Guard g;
+    record(make(Op::kMalloc, now_ns(), n, 0, 0, p));
+  }
+  return p;
+}
+
+void* calloc(size_t n, size_t size) {
+  if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
+    if (g_real_state.load() == 1 || tl_busy) {
+      if (size && n > SIZE_MAX / size) return nullptr;
+      return boot_alloc(n * size);  // static memory is zero
+    }
+    ensure_real();
+  }
+  void* p = g_real.calloc(n, size);
+  if (recording()) {
+    Guard g;
+    record(make(Op::kCalloc, now_ns(), n, size, 0, p));
+  }
+  return p;
+}
+
+void free(void* p) {
+  if (is_boot(p)) return;
+  ensure_real();
+  if (recording()) {
+    Guard g;
+    record(make(Op::kFree, now_ns(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr));
+  }
+  g_real.free(p);
+}
+
+void* realloc(void* old, size_t n) {
+  if (is_boot(old) || (g_real_state.load() != 2 && (g_real_state.load() == 1 || tl_busy))) {
+    void* p = g_real_state.load() == 2 ? g_real.malloc(n) : boot_alloc(n);
+    if (p && old) {  // only boot blocks get here: copy what the static buffer can hold
+      size_t room = static_cast<size_t>(g_boot + sizeof g_boot - static_cast<char*>(old));
+      std::memcpy(p, old, n < room ? n : room);
+    }
+    return p;
+  }
+  ensure_real();
+  if (!recording()) return g_real.realloc(old, n);
+  uint64_t t0 = now_ns();
+  void* p = g_real.realloc(old, n);
+  uint64_t t1 = now_ns();
+  Guard g;
+  Event e = make(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p);
+  e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
+  record(e);
+  return p;
+}
+
+void* reallocarray(void* old, size_t n, size_t size) {
+  ensure_real();
+  if (!recording()) return g_real.reallocarray(old, n, size);
+  uint64_t t0 = now_ns();
+  void* p = g_real.reallocarray(old, n, size);
+  uint64_t t1 = now_ns();
+  Guard g;
+  Event e = make(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p);
+  e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
+  record(e);
+  return p;
+}
+
+int posix_memalign(void** out, size_t align, size_t n) {
+  ensure_real();
+  int rc = g_real.posix_memalign(out, align, n);
+  if (recording()) {
+    Guard g;
+    record(make(Op::kPosixMemalign, now_ns(), align, n, static_cast<uint64_t>(rc),
+                rc == 0 ? *out : nullptr));
+  }
+  return rc;
+}
+
+#define AK_RECORD_ALIGNED(name, op)               \
+  void* name(size_t align, size_t n) {            \
+    ensure_real();                                \
+    void* p = g_real.name(align, n);              \
+    if (recording()) {                            \
+      Guard g;                                    \
+      record(make(op, now_ns(), align, n, 0, p)); \
+    }                                             \
+    return p;                                     \
+  }
+AK_RECORD_ALIGNED(aligned_alloc, Op::kAlignedAlloc)
+AK_RECORD_ALIGNED(memalign, Op::kMemalign)
+#undef AK_RECORD_ALIGNED
+
+#define AK_RECORD_PAGE(name, op)              \
+  void* name(size_t n) {                      \
+    ensure_real();                            \
+    void* p = g_real.name(n);                 \
+    if (recording()) {                        \
+      Guard g;                                \
+      record(make(op, now_ns(), n, 0, 0, p)); \
+    }                                         \
+    return p;                                 \
+  }
+AK_RECORD_PAGE(valloc, Op::kValloc)
+AK_RECORD_PAGE(pvalloc, Op::kPvalloc)
+#undef AK_RECORD_PAGE
+
+// exec replaces the image, and _exit skips destructors: write what is buffered first.
+int execve(const char* path, char* const argv[], char* const envp[]) {
+  ensure_real();
+  flush_all(true);
+  return g_real.execve(path, argv, envp);
+}
+int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  ensure_real();
+  flush_all(true);
+  return g_real.execvpe(file, argv, envp);
+}
+int execv(const char* path, char* const argv[]) {
+  return execve(path, argv, environ);
+}
+int execvp(const char* file, char* const argv[]) {
+  return execvpe(file, argv, environ);
+}
+
+void _exit(int status) {
+  ensure_real();
+  flush_all(true);
+  g_real.exit_(status);
+  __builtin_unreachable();
+}
+void _Exit(int status) {
+  ensure_real();
+  flush_all(true);
+  g_real.Exit_(status);
+  __builtin_unreachable();
+}
+
+}  // extern "C"

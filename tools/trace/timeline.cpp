@@ -1,0 +1,134 @@
+// Global ordering and slot assignment (see timeline.hpp).
+#include "trace/timeline.hpp"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace ak::trace {
+
+Trace load_trace(JournalReader& reader) {
+  Trace t;
+  t.meta = reader.meta();
+  std::map<uint32_t, ThreadEvents> by_thread;
+  Block b;
+  while (reader.next(b)) {
+    ThreadEvents& te = by_thread[b.thread];
+    te.thread = b.thread;
+    if (te.os_tid == 0) te.os_tid = b.os_tid;
+    te.events.insert(te.events.end(), b.events.begin(), b.events.end());
+    t.events += b.events.size();
+  }
+  t.truncated_at = reader.truncated_at();
+  for (auto& [id, te] : by_thread) t.threads.push_back(std::move(te));
+  return t;
+}
+
+Trace load_trace(const std::string& path) {
+  JournalReader r(path);
+  return load_trace(r);
+}
+
+namespace {
+
+// One step of the global order: the release or the acquire half of an event.
+struct Key {
+  uint64_t time;
+  uint32_t thread;
+  uint32_t index;  // event index; top bit set for the acquire half
+  bool operator<(const Key& o) const {
+    if (time != o.time) return time < o.time;
+    if (thread != o.thread) return thread < o.thread;
+    return index < o.index;  // same thread: call order, release half before acquire half
+  }
+};
+constexpr uint32_t kAcquire = 1u << 31;
+
+bool releases(const Event& e) {
+  return e.op == Op::kFree ? e.a != 0 : is_realloc(e.op) && e.a != 0;
+}
+
+// Whether a realloc released its old block: glibc's realloc(p, 0) frees p and returns null;
+// a failed realloc (null for a nonzero size) keeps it.
+bool realloc_released(const Event& e) {
+  return e.result != 0 || requested_bytes(e) == 0;
+}
+
+}  // namespace
+
+Timeline resolve(const Trace& trace) {
+  Timeline tl;
+  std::vector<Key> keys;
+  keys.reserve(trace.events + trace.events / 8);
+  tl.per_thread.resize(trace.threads.size());
+  for (uint32_t ti = 0; ti < trace.threads.size(); ++ti) {
+    const auto& evs = trace.threads[ti].events;
+    tl.per_thread[ti].resize(evs.size());
+    for (uint32_t i = 0; i < evs.size(); ++i) {
+      const Event& e = evs[i];
+      if (releases(e)) {
+        uint64_t start =
+            is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
+        keys.push_back({start, ti, i});
+      }
+      if (returns_block(e.op)) keys.push_back({e.time_ns, ti, i | kAcquire});
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  if (!keys.empty()) tl.first_ns = keys.front().time, tl.last_ns = keys.back().time;
+
+  struct Live {
+    uint32_t slot;
+  };
+  std::unordered_map<uint64_t, Live> live;
+  live.reserve(1024);
+  uint64_t live_bytes = 0, live_count = 0;
+  auto release_slot = [&](uint32_t slot, uint32_t by_thread, uint64_t t) {
+    tl.slot_died_ns[slot] = t;
+    live_bytes -= tl.slot_bytes[slot];
+    --live_count;
+    if (tl.slot_thread[slot] != by_thread) ++tl.cross_thread_frees;
+  };
+  for (const Key& k : keys) {
+    const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
+    Resolved& r = tl.per_thread[k.thread][k.index & ~kAcquire];
+    if (!(k.index & kAcquire)) {  // release half
+      if (is_realloc(e.op) && !realloc_released(e)) continue;
+      auto it = live.find(e.a);
+      if (it == live.end()) {
+        if (e.op == Op::kFree)
+          ++tl.problems.unknown_frees;
+        else
+          ++tl.problems.unknown_reallocs;
+        continue;
+      }
+      r.old_slot = it->second.slot;
+      release_slot(r.old_slot, k.thread, k.time);
+      live.erase(it);
+      continue;
+    }
+    if (e.result == 0) {  // acquire half of a call that returned nothing
+      if (!(is_realloc(e.op) && requested_bytes(e) == 0)) ++tl.problems.failed_allocs;
+      continue;
+    }
+    auto [it, fresh] = live.try_emplace(e.result, Live{tl.slots});
+    if (!fresh) {  // the program freed this block but the journal lost the free
+      ++tl.problems.reused_live;
+      r.repair_slot = it->second.slot;
+      release_slot(r.repair_slot, k.thread, k.time);
+      it->second.slot = tl.slots;
+    }
+    r.slot = tl.slots++;
+    tl.slot_bytes.push_back(requested_bytes(e));
+    tl.slot_born_ns.push_back(k.time);
+    tl.slot_died_ns.push_back(UINT64_MAX);
+    tl.slot_thread.push_back(k.thread);
+    live_bytes += tl.slot_bytes.back();
+    ++live_count;
+    tl.peak_live_bytes = std::max(tl.peak_live_bytes, live_bytes);
+    tl.peak_live_count = std::max(tl.peak_live_count, live_count);
+  }
+  return tl;
+}
+
+}  // namespace ak::trace

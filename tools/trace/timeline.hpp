@@ -1,0 +1,62 @@
+// A whole journal in memory, and its timeline: every call put in one global order and every
+// block lifetime given a dense slot number, so replay and stats never look up an address.
+// Replay problems of damaged or imported journals are repaired or counted here, never fatal.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/journal.hpp"
+
+namespace ak::trace {
+
+struct ThreadEvents {
+  uint32_t thread = 0, os_tid = 0;  // ordinal in the journal, OS thread id
+  std::vector<Event> events;        // in the thread's call order
+};
+
+struct Trace {
+  Meta meta;
+  std::vector<ThreadEvents> threads;  // sorted by ordinal
+  int64_t truncated_at = -1;          // offset of a cut-off final block, or -1
+  uint64_t events = 0;
+};
+
+// Reads a whole journal. Throws JournalError on damage; a truncated tail is kept in truncated_at.
+Trace load_trace(const std::string& path);
+Trace load_trace(JournalReader& reader);
+
+inline constexpr uint32_t kNoSlot = UINT32_MAX;
+
+// What one event does to slots. An allocation fills `slot`; a free or realloc empties
+// `old_slot`; `repair_slot` is a slot whose free was lost, to be freed just before this event.
+struct Resolved {
+  uint32_t slot = kNoSlot, old_slot = kNoSlot, repair_slot = kNoSlot;
+};
+
+struct Problems {
+  uint64_t unknown_frees = 0;     // free of an address not live: dropped
+  uint64_t unknown_reallocs = 0;  // realloc of an address not live: replayed as an allocation
+  uint64_t reused_live = 0;       // a live address returned again: the old block is freed first
+  uint64_t failed_allocs = 0;     // calls that returned null in the recording
+  uint64_t total() const { return unknown_frees + unknown_reallocs + reused_live; }
+};
+
+struct Timeline {
+  std::vector<std::vector<Resolved>> per_thread;  // parallel to Trace::threads[i].events
+  uint32_t slots = 0;
+  std::vector<uint64_t> slot_bytes;    // requested bytes
+  std::vector<uint64_t> slot_born_ns;  // when allocated
+  std::vector<uint64_t> slot_died_ns;  // when released; UINT64_MAX if never
+  std::vector<uint32_t> slot_thread;   // index into Trace::threads of the allocating thread
+  Problems problems;
+  uint64_t cross_thread_frees = 0;
+  uint64_t peak_live_bytes = 0, peak_live_count = 0;
+  uint64_t first_ns = 0, last_ns = 0;
+};
+
+// Orders all calls by time (a free or realloc releases at entry, allocations take effect at
+// return) and assigns slots. O(n log n) time, ~40 bytes per event.
+Timeline resolve(const Trace& trace);
+
+}  // namespace ak::trace
