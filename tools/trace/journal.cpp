@@ -81,8 +81,10 @@ size_t JournalReader::read(void* dst, size_t n) {
 
 void JournalReader::open_header() {
   FileHeader h;
-  if (read(&h, sizeof h) != sizeof h) throw JournalError("not a journal: file too short", 0);
-  if (std::memcmp(h.magic, kFileMagic, 8) != 0) throw JournalError("not a journal: bad magic", 0);
+  size_t got = read(&h, sizeof h);
+  if (got < 8 || std::memcmp(h.magic, kFileMagic, 8) != 0)
+    throw JournalError("not a journal: bad magic", 0);
+  if (got != sizeof h) throw JournalError("truncated file header", got);
   if (h.version != kVersion)
     throw JournalError("unsupported journal version " + std::to_string(h.version), 8);
   if (h.meta_len > kMaxMetaBytes)

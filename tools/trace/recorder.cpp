@@ -397,6 +397,16 @@ struct Guard {  // marks the thread as inside the recorder while it writes an ev
   ~Guard() { --tl_busy; }
 };
 
+// Runs a real allocator call with the thread marked busy: calls the allocator makes itself
+// (glibc's reallocarray calls realloc through the PLT) are its own, not the program's.
+template <class F>
+inline auto real_call(F&& f) {
+  ++tl_busy;
+  auto r = f();
+  --tl_busy;
+  return r;
+}
+
 inline void ensure_real() {
   if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
     ++tl_busy;
@@ -426,8 +436,9 @@ void* malloc(size_t n) {
     if (g_real_state.load() == 1 || tl_busy) return boot_alloc(n);
     ensure_real();
   }
-  void* p = g_real.malloc(n);
-  if (recording()) {
+  bool rec = recording();
+  void* p = real_call([&] { return g_real.malloc(n); });
+  if (rec) {
     Guard g;
     record(make(Op::kMalloc, now_ns(), n, 0, 0, p));
   }
@@ -442,8 +453,9 @@ void* calloc(size_t n, size_t size) {
     }
     ensure_real();
   }
-  void* p = g_real.calloc(n, size);
-  if (recording()) {
+  bool rec = recording();
+  void* p = real_call([&] { return g_real.calloc(n, size); });
+  if (rec) {
     Guard g;
     record(make(Op::kCalloc, now_ns(), n, size, 0, p));
   }
@@ -457,7 +469,9 @@ void free(void* p) {
     Guard g;
     record(make(Op::kFree, now_ns(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr));
   }
+  ++tl_busy;
   g_real.free(p);
+  --tl_busy;
 }
 
 void* realloc(void* old, size_t n) {
@@ -472,7 +486,7 @@ void* realloc(void* old, size_t n) {
   ensure_real();
   if (!recording()) return g_real.realloc(old, n);
   uint64_t t0 = now_ns();
-  void* p = g_real.realloc(old, n);
+  void* p = real_call([&] { return g_real.realloc(old, n); });
   uint64_t t1 = now_ns();
   Guard g;
   Event e = make(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p);
@@ -485,7 +499,7 @@ void* reallocarray(void* old, size_t n, size_t size) {
   ensure_real();
   if (!recording()) return g_real.reallocarray(old, n, size);
   uint64_t t0 = now_ns();
-  void* p = g_real.reallocarray(old, n, size);
+  void* p = real_call([&] { return g_real.reallocarray(old, n, size); });
   uint64_t t1 = now_ns();
   Guard g;
   Event e = make(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p);
@@ -496,8 +510,9 @@ void* reallocarray(void* old, size_t n, size_t size) {
 
 int posix_memalign(void** out, size_t align, size_t n) {
   ensure_real();
-  int rc = g_real.posix_memalign(out, align, n);
-  if (recording()) {
+  bool rec = recording();
+  int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
+  if (rec) {
     Guard g;
     record(make(Op::kPosixMemalign, now_ns(), align, n, static_cast<uint64_t>(rc),
                 rc == 0 ? *out : nullptr));
@@ -505,33 +520,30 @@ int posix_memalign(void** out, size_t align, size_t n) {
   return rc;
 }
 
-#define AK_RECORD_ALIGNED(name, op)               \
-  void* name(size_t align, size_t n) {            \
-    ensure_real();                                \
-    void* p = g_real.name(align, n);              \
-    if (recording()) {                            \
-      Guard g;                                    \
-      record(make(op, now_ns(), align, n, 0, p)); \
-    }                                             \
-    return p;                                     \
-  }
-AK_RECORD_ALIGNED(aligned_alloc, Op::kAlignedAlloc)
-AK_RECORD_ALIGNED(memalign, Op::kMemalign)
-#undef AK_RECORD_ALIGNED
+// The aligned and page-aligned calls share one shape: run the real call, then record.
+#define AK_RECORD_CALL(op, a, b, call)       \
+  ensure_real();                             \
+  bool rec = recording();                    \
+  void* p = real_call([&] { return call; }); \
+  if (rec) {                                 \
+    Guard g;                                 \
+    record(make(op, now_ns(), a, b, 0, p));  \
+  }                                          \
+  return p
 
-#define AK_RECORD_PAGE(name, op)              \
-  void* name(size_t n) {                      \
-    ensure_real();                            \
-    void* p = g_real.name(n);                 \
-    if (recording()) {                        \
-      Guard g;                                \
-      record(make(op, now_ns(), n, 0, 0, p)); \
-    }                                         \
-    return p;                                 \
-  }
-AK_RECORD_PAGE(valloc, Op::kValloc)
-AK_RECORD_PAGE(pvalloc, Op::kPvalloc)
-#undef AK_RECORD_PAGE
+void* aligned_alloc(size_t align, size_t n) {
+  AK_RECORD_CALL(Op::kAlignedAlloc, align, n, g_real.aligned_alloc(align, n));
+}
+void* memalign(size_t align, size_t n) {
+  AK_RECORD_CALL(Op::kMemalign, align, n, g_real.memalign(align, n));
+}
+void* valloc(size_t n) {
+  AK_RECORD_CALL(Op::kValloc, n, 0, g_real.valloc(n));
+}
+void* pvalloc(size_t n) {
+  AK_RECORD_CALL(Op::kPvalloc, n, 0, g_real.pvalloc(n));
+}
+#undef AK_RECORD_CALL
 
 // exec replaces the image, and _exit skips destructors: write what is buffered first.
 int execve(const char* path, char* const argv[], char* const envp[]) {

@@ -1,0 +1,45 @@
+// Built-in seeds for the fuzz targets: a small valid journal (raw and zstd blocks, two threads,
+// every op) and small valid text traces.
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "trace/journal.hpp"
+
+std::vector<std::vector<uint8_t>> fuzz_seeds() {
+  using namespace ak::trace;
+  std::vector<std::vector<uint8_t>> seeds;
+  for (bool compress : {false, true}) {
+    std::string path = "/tmp/ak-fuzz-seed-" + std::to_string(getpid()) + ".akj";
+    {
+      JournalWriter w(path, {{"command", "seed"}}, compress);
+      for (int i = 0; i < 40; ++i) {
+        Event e;
+        e.op = static_cast<Op>(i % kOpCount);
+        e.time_ns = 100 + 10 * static_cast<uint64_t>(i);
+        e.a = e.op == Op::kFree || is_realloc(e.op) ? 0x1000 + 0x40 * static_cast<uint64_t>(i - 1)
+                                                    : 64;
+        e.b = 32;
+        e.c = 3;
+        e.result = e.op == Op::kFree ? 0 : 0x1000 + 0x40 * static_cast<uint64_t>(i);
+        e.duration_ns = 7;
+        w.add(1 + static_cast<uint32_t>(i % 2), 500, e);
+      }
+      w.finish();
+    }
+    std::ifstream f(path, std::ios::binary);
+    seeds.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    unlink(path.c_str());
+  }
+  std::string vg =
+      "--1-- malloc(120) = 0x10000000\n--1-- calloc(11,16) = 0x100000A0\n"
+      "--1-- realloc(0x100000A0,128) = 0x100000B0\n--1-- memalign(al 64, size 256) = "
+      "0x100000C0\n--1-- free(0x10000000)\n";
+  std::string text = "a 64 0x1000 1 100\na 32 0x2000 2 150\nf 0x1000 2 200\n";
+  seeds.emplace_back(vg.begin(), vg.end());
+  seeds.emplace_back(text.begin(), text.end());
+  return seeds;
+}

@@ -1,0 +1,116 @@
+"""The report package on synthetic results folders: plots are produced, the page is well formed
+and self-contained, and damaged inputs get an error naming the file."""
+import base64
+import html.parser
+import json
+import os
+import re
+import struct
+import tempfile
+import unittest
+
+import numpy as np
+
+from allockit_report import __main__ as report
+from allockit_report import data
+
+PCT = ["best", "p1", "p10", "p25", "p50", "p75", "p90", "p95", "p98", "p99", "p99.9", "p99.99",
+       "p99.999", "worst"]
+
+
+def write_samples(path, n, seed=1):
+    rng = np.random.default_rng(seed)
+    lat = rng.lognormal(3.5, 1.0, n).astype("<u4")
+    t_us = np.sort(rng.integers(0, 200000, n)).astype("<u4")
+    size = rng.integers(1, 1 << 16, n).astype("<u4")
+    kind = rng.integers(0, 4, n).astype("u1")
+    with open(path, "wb") as f:
+        f.write(b"AKSAMP01" + struct.pack("<Q", n))
+        for col in (lat, t_us, size, kind):
+            f.write(col.tobytes())
+
+
+def make_folder(root, names=("glibc", "allockit"), n=5000):
+    results = []
+    for i, name in enumerate(names):
+        os.makedirs(os.path.join(root, name))
+        write_samples(os.path.join(root, name, "samples.bin"), n, seed=i)
+        with open(os.path.join(root, name, "rss.csv"), "w") as f:
+            f.write("".join(f"{t:.3f},{t * 1000}\n" for t in range(100)))
+        kinds = {"all": dict({p: 10.0 * (j + 1) for j, p in enumerate(PCT)}, count=n, mean_ns=42.0)}
+        results.append({"allocator": name, "library": "system", "ok": True, "ops": n, "wall_s": 0.1,
+                        "touch_s": 0, "timer_floor_ns": {"min": 20, "mean": 21},
+                        "peak_rss_bytes": 1 << 20, "peak_live_bytes": 1 << 19, "overhead": 2.0,
+                        "kinds": kinds})
+    results.append({"allocator": "broken", "library": "/x.so", "ok": False, "error": "killed <b>"})
+    with open(os.path.join(root, "compare.json"), "w") as f:
+        json.dump({"journal": "j.akj", "command": "prog <arg>", "ops": n, "threads": 1, "speed": 0,
+                   "touch": "none", "repeat": 1, "recorded_allocator": "glibc", "results": results}, f)
+    with open(os.path.join(root, "stats.json"), "w") as f:
+        json.dump({"calls": {"malloc": n}, "size_histogram": {"<=8": 3, "<=16": 9},
+                   "allocations": n}, f)
+
+
+class TagChecker(html.parser.HTMLParser):
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unexpected </{tag}>, open: {self.stack[-3:]}")
+        else:
+            self.stack.pop()
+
+
+class ReportTest(unittest.TestCase):
+    def test_page_is_well_formed_and_self_contained(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_folder(d)
+            out = os.path.join(d, "report.html")
+            self.assertEqual(report.main([d, "-o", out]), 0)
+            page = open(out).read()
+        checker = TagChecker()
+        checker.feed(page)
+        self.assertEqual(checker.errors, [])
+        self.assertEqual(checker.stack, [])
+        images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+        self.assertEqual(len(images), 2 + 3)  # two densities, percentiles, rss, sizes
+        for img in images:
+            self.assertTrue(base64.b64decode(img).startswith(b"\x89PNG"))
+        self.assertNotIn("http", page.replace("http-equiv", ""))  # nothing fetched from outside
+        self.assertIn("prog &lt;arg&gt;", page)
+        self.assertIn("failed: killed &lt;b&gt;", page)
+
+    def test_density_bins_every_sample(self):
+        n = 20000
+        rng = np.random.default_rng(3)
+        from allockit_report import plots
+        img, extent = plots.density_image(rng.integers(0, 10**6, n), rng.integers(1, 10**5, n),
+                                          rng.integers(1, 4096, n), xbins=50, ybins=40)
+        self.assertEqual(img.shape, (40, 50, 4))
+        self.assertGreater((img[:, :, 3] > 0).sum(), 100)
+
+    def test_damaged_samples_name_the_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_folder(d, names=("glibc",))
+            path = os.path.join(d, "glibc", "samples.bin")
+            with open(path, "r+b") as f:
+                f.truncate(100)
+            with self.assertRaisesRegex(data.ResultsError, "samples.bin.*after offset 16"):
+                data.load(d)
+            self.assertEqual(report.main([d, "-o", os.path.join(d, "r.html")]), 1)
+
+    def test_missing_folder_is_a_clear_error(self):
+        with self.assertRaisesRegex(data.ResultsError, "compare.json: missing"):
+            data.load("/nonexistent-folder")
+
+
+if __name__ == "__main__":
+    unittest.main()

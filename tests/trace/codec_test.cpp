@@ -1,0 +1,118 @@
+// Journal codec: varints, every op round-trips, and no byte string crashes the decoder.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "trace/codec.hpp"
+
+namespace ak::trace {
+namespace {
+
+TEST(Codec, VarintRoundTripsEdgeValues) {
+  for (uint64_t v :
+       std::initializer_list<uint64_t>{0, 1, 127, 128, 16383, 16384, UINT32_MAX, UINT64_MAX}) {
+    uint8_t buf[16];
+    uint8_t* end = put_varint(buf, v);
+    const uint8_t* p = buf;
+    uint64_t got;
+    ASSERT_TRUE(get_varint(p, end, got));
+    EXPECT_EQ(got, v);
+    EXPECT_EQ(p, end);
+  }
+  for (int64_t v : std::initializer_list<int64_t>{0, -1, 1, INT64_MIN, INT64_MAX})
+    EXPECT_EQ(unzigzag(zigzag(v)), v);
+}
+
+TEST(Codec, VarintRejectsOverlongAndTruncated) {
+  uint8_t over[11];
+  std::fill(std::begin(over), std::end(over), 0xff);
+  const uint8_t* p = over;
+  uint64_t v;
+  EXPECT_FALSE(get_varint(p, over + 11, v));
+  uint8_t cut[2] = {0x80, 0x80};
+  p = cut;
+  EXPECT_FALSE(get_varint(p, cut + 2, v));
+}
+
+Event random_event(std::mt19937_64& rng, uint64_t& t) {
+  Event e;
+  e.op = static_cast<Op>(rng() % kOpCount);
+  t += rng() % 5000;
+  e.time_ns = t;
+  e.a = rng() % 3 == 0 ? rng() : rng() % 100000;
+  e.b = rng() % 100000;
+  e.c = e.op == Op::kPosixMemalign || e.op == Op::kReallocarray ? rng() % 64 : 0;
+  e.result = e.op == Op::kFree ? 0 : (rng() % 4 == 0 ? 0 : 0x7f0000000000ull + (rng() % (1 << 30)));
+  if (e.op == Op::kFree || e.op == Op::kMalloc || e.op == Op::kValloc || e.op == Op::kPvalloc)
+    e.b = 0;
+  if (!is_realloc(e.op) && e.op != Op::kPosixMemalign) e.c = 0;
+  if (is_realloc(e.op)) e.duration_ns = static_cast<uint32_t>(rng() % 100000);
+  if (e.op == Op::kRealloc) e.c = 0;
+  return e;
+}
+
+TEST(Codec, RandomEventsRoundTrip) {
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> buf(kMaxEventBytes * 10000);
+  std::vector<Event> events;
+  CodecState enc{1000, 0};
+  uint8_t* out = buf.data();
+  uint64_t t = 1000;
+  for (int i = 0; i < 10000; ++i) {
+    events.push_back(random_event(rng, t));
+    uint8_t* before = out;
+    out = encode_event(events.back(), enc, out);
+    ASSERT_LE(static_cast<size_t>(out - before), kMaxEventBytes);
+  }
+  CodecState dec{1000, 0};
+  const uint8_t* p = buf.data();
+  for (const Event& want : events) {
+    Event got;
+    ASSERT_TRUE(decode_event(p, out, dec, got));
+    EXPECT_EQ(got.op, want.op);
+    EXPECT_EQ(got.time_ns, want.time_ns);
+    EXPECT_EQ(got.a, want.a);
+    EXPECT_EQ(got.b, want.b);
+    EXPECT_EQ(got.c, want.c);
+    EXPECT_EQ(got.result, want.result);
+    EXPECT_EQ(got.duration_ns, want.duration_ns);
+  }
+  EXPECT_EQ(p, out);
+}
+
+TEST(Codec, TypicalEventsStayCompact) {
+  // A malloc/free pair of nearby addresses a few hundred ns apart: the common case.
+  uint8_t buf[2 * kMaxEventBytes];
+  CodecState s{0, 0x555500000000};
+  Event m;
+  m.op = Op::kMalloc, m.time_ns = 300, m.a = 48, m.result = 0x555500000040;
+  Event f;
+  f.op = Op::kFree, f.time_ns = 700, f.a = 0x555500000040;
+  uint8_t* end = encode_event(f, s, encode_event(m, s, buf));
+  EXPECT_LE(end - buf, 10);
+}
+
+TEST(Codec, DecoderSurvivesEveryTruncationAndBadOp) {
+  std::mt19937_64 rng(11);
+  uint8_t buf[kMaxEventBytes];
+  uint64_t t = 0;
+  for (int i = 0; i < 2000; ++i) {
+    CodecState s{};
+    Event e = random_event(rng, t);
+    uint8_t* end = encode_event(e, s, buf);
+    for (uint8_t* cut = buf; cut < end; ++cut) {
+      CodecState d{};
+      const uint8_t* p = buf;
+      Event got;
+      EXPECT_FALSE(decode_event(p, cut, d, got));
+    }
+  }
+  uint8_t bad[4] = {kOpCount, 0, 0, 0};
+  const uint8_t* p = bad;
+  CodecState d{};
+  Event got;
+  EXPECT_FALSE(decode_event(p, bad + 4, d, got));
+}
+
+}  // namespace
+}  // namespace ak::trace

@@ -1,0 +1,115 @@
+// A program with a known allocation pattern, for the record round-trip test. Every block it
+// allocates between two marker calls (malloc(777777) and malloc(777778)) has a size in
+// [3000, 4000), so the checker can count exactly what the program called. It writes the
+// expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit".
+#include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Calls go through volatile pointers so the compiler cannot elide allocation/free pairs.
+void* (*volatile malloc_)(size_t) = malloc;
+void* (*volatile calloc_)(size_t, size_t) = calloc;
+void* (*volatile realloc_)(void*, size_t) = realloc;
+void* (*volatile reallocarray_)(void*, size_t, size_t) = reallocarray;
+int (*volatile posix_memalign_)(void**, size_t, size_t) = posix_memalign;
+void* (*volatile aligned_alloc_)(size_t, size_t) = aligned_alloc;
+void* (*volatile memalign_)(size_t, size_t) = memalign;
+void* (*volatile valloc_)(size_t) = valloc;
+void* (*volatile pvalloc_)(size_t) = pvalloc;
+void (*volatile free_)(void*) = free;
+void* (*volatile new_array_)(size_t) = ::operator new[];
+void (*volatile delete_array_)(void*) = ::operator delete[];
+void* (*volatile new_aligned_)(size_t, std::align_val_t) = ::operator new;
+void (*volatile delete_aligned_)(void*, std::align_val_t) = ::operator delete;
+void* keep(void* p) {
+  return p;
+}
+
+int pattern(const char* expected_path) {
+  std::vector<void*> handed;
+  handed.reserve(1000);
+  std::mutex mu;
+  free_(keep(malloc_(777777)));  // start marker
+  std::vector<void*> v(1000);
+  for (int i = 0; i < 1000; ++i) v[i] = keep(malloc_(3000 + i % 100));
+  for (int i = 0; i < 1000; ++i) free_(v[i]);
+  for (int i = 0; i < 100; ++i) free_(keep(calloc_(1, 3000 + i)));
+  void* p = keep(malloc_(3000));
+  for (int i = 0; i < 50; ++i) p = keep(realloc_(p, 3001 + 10 * i));
+  free_(p);
+  for (int i = 0; i < 5; ++i) free_(keep(realloc_(nullptr, 3500)));
+  for (int i = 0; i < 5; ++i) keep(realloc_(keep(malloc_(3600)), 0));
+  for (int i = 0; i < 10; ++i) free_(keep(reallocarray_(nullptr, 3, 1001)));
+  for (int i = 0; i < 10; ++i) {
+    void* q = nullptr;
+    if (posix_memalign_(&q, 64, 3100) != 0) return 1;
+    free_(keep(q));
+    free_(keep(aligned_alloc_(128, 3200)));
+    free_(keep(memalign_(256, 3300)));
+  }
+  for (int i = 0; i < 5; ++i) free_(keep(valloc_(3400)));
+  for (int i = 0; i < 5; ++i) free_(keep(pvalloc_(3500)));
+  for (int i = 0; i < 20; ++i) delete_array_(keep(new_array_(3600)));
+  for (int i = 0; i < 10; ++i) {
+    void* q = keep(new_aligned_(3712, std::align_val_t(64)));
+    delete_aligned_(q, std::align_val_t(64));
+  }
+  for (int i = 0; i < 7; ++i) free_(nullptr);
+  auto producer = [&] {
+    for (int i = 0; i < 50; ++i) free_(keep(malloc_(3800)));
+    for (int i = 0; i < 200; ++i) {
+      void* q = keep(malloc_(3900));
+      std::lock_guard<std::mutex> g(mu);
+      handed.push_back(q);
+    }
+  };
+  std::thread a(producer), b(producer);
+  a.join();
+  b.join();
+  for (void* q : handed) free_(q);  // 400 cross-thread frees
+  free_(keep(malloc_(777778)));     // end marker
+
+  // A forked child allocates on its own (journaled with --follow-forks).
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 3; ++i) free_(keep(malloc_(3950)));
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+
+  FILE* f = std::fopen(expected_path, "w");
+  if (!f) return 1;
+  // malloc: 1000 + 1 + 5 (realloc(p, 0) sources) + 250 * 2 threads + 20 (new[]).
+  std::fprintf(f,
+               "malloc 1526\ncalloc 100\nrealloc 60\nreallocarray 10\nposix_memalign 10\n"
+               "aligned_alloc 20\nmemalign 10\nvalloc 5\npvalloc 5\n"
+               "free 1686\nfree_null 7\ncross_thread_frees 400\nchild_malloc 3\nchild_free 3\n");
+  return std::fclose(f) == 0 && WIFEXITED(st) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const char* mode = argc > 2 ? argv[2] : "pattern";
+  if (std::strcmp(mode, "pattern") == 0) return pattern(argv[1]);
+  for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
+  if (std::strcmp(mode, "crash") == 0) {
+    volatile int* null = nullptr;
+    *null = 1;  // SIGSEGV: the recorder must flush before the process dies
+  }
+  if (std::strcmp(mode, "exit") == 0) _exit(3);
+  return 2;
+}

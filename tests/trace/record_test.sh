@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Record round trip: journals of a program with a known pattern (threads, cross-thread frees,
+# realloc, calloc, aligned calls, new/delete, fork) hold exactly its calls; a crash or _exit
+# keeps the journal; replay completes; damaged journals get clear errors.
+# Usage: record_test.sh BUILD_DIR   (run by ctest)
+set -euo pipefail
+build=$(realpath "$1")
+ak="$build/allockit"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+step() { printf '== %s\n' "$*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+step "record the pattern program with --follow-forks"
+"$ak" record -o p.akj --follow-forks -- "$build/pattern_program" expected.txt
+ls p.akj*
+child=$(ls p.akj.* | head -1)
+"$build/pattern_check" p.akj expected.txt "$child"
+
+step "stats agree with the journal and the program"
+"$ak" stats p.akj > stats.txt
+grep -q "posix_memalign" stats.txt || fail "stats lacks posix_memalign"
+"$ak" stats --json p.akj > stats.json
+python3 - <<'PY'
+import json
+s = json.load(open("stats.json"))
+assert s["calls"]["posix_memalign"] == 10, s["calls"]
+assert s["calls"]["valloc"] == 5 and s["calls"]["pvalloc"] == 5, s["calls"]
+assert s["cross_thread_frees"] >= 400, s
+assert s["threads"] >= 3, s
+PY
+
+step "replay completes against glibc and allockit"
+"$ak" compare p.akj --allocators glibc,allockit --out cmp > table.md
+grep -q "| allockit |" table.md || fail "no allockit row"
+python3 -c "
+import json; c = json.load(open('cmp/compare.json'))
+assert all(r['ok'] for r in c['results']), c
+assert c['results'][0]['kinds']['aligned']['count'] > 0"
+"$ak" replay p.akj --allocator glibc --touch page --speed 10 --out one > /dev/null
+
+step "a crashing program leaves a readable journal"
+set +e
+"$ak" record -o crash.akj -- "$build/pattern_program" x crash 2> crash.err
+rc=$?
+set -e
+[ "$rc" -eq 139 ] || fail "expected exit 139 from SIGSEGV, got $rc"
+grep -q "killed by signal" crash.err || fail "no crash message"
+n=$("$ak" stats --json crash.akj | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['malloc'])")
+[ "$n" -ge 5000 ] || fail "crash journal lost events: $n mallocs"
+
+step "_exit keeps the journal"
+set +e
+"$ak" record -o exit.akj -- "$build/pattern_program" x exit
+rc=$?
+set -e
+[ "$rc" -eq 3 ] || fail "expected exit 3, got $rc"
+n=$("$ak" stats --json exit.akj | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['malloc'])")
+[ "$n" -ge 5000 ] || fail "_exit journal lost events: $n mallocs"
+
+step "damaged journals get an error naming the offset"
+size=$(stat -c %s p.akj)
+head -c $((size - 10)) p.akj > cut.akj
+"$ak" stats cut.akj > /dev/null 2> cut.err
+grep -q "truncated at offset" cut.err || fail "no truncation warning"
+python3 -c "
+d = bytearray(open('p.akj','rb').read()); d[len(d)//2] ^= 0xff; open('bad.akj','wb').write(d)"
+if "$ak" stats bad.akj > /dev/null 2> bad.err; then fail "corrupt journal accepted"; fi
+grep -q "offset" bad.err || fail "error does not name the offset: $(cat bad.err)"
+echo "hello" > text.akj
+if "$ak" stats text.akj 2> text.err; then fail "text accepted as a journal"; fi
+grep -q "bad magic at offset 0" text.err || fail "$(cat text.err)"
+
+step "an unknown allocator lists the available ones"
+if "$ak" replay p.akj --allocator nosuch 2> unknown.err; then fail "unknown allocator accepted"; fi
+grep -q "available here: glibc" unknown.err || fail "$(cat unknown.err)"
+
+step "import, export"
+printf -- '--1-- malloc(10) = 0x10\n--1-- free(0x10)\n' > t.vg
+"$ak" import --format valgrind t.vg -o t.akj
+"$ak" export --format text t.akj -o t.txt
+[ "$(cat t.txt)" = "$(printf 'a 10 0x10 1 1000\nf 0x10 1 2000')" ] || fail "export: $(cat t.txt)"
+echo "record round trip ok"

@@ -1,0 +1,83 @@
+// Timeline: the global order, slots, and repairs of journals that lost events.
+#include <gtest/gtest.h>
+
+#include "trace/stats.hpp"
+#include "trace/timeline.hpp"
+
+namespace ak::trace {
+namespace {
+
+Event ev(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t result, uint32_t dur = 0) {
+  Event e;
+  e.op = op, e.time_ns = t, e.a = a, e.b = b, e.result = result, e.duration_ns = dur;
+  return e;
+}
+
+Trace two_threads(std::vector<Event> t1, std::vector<Event> t2) {
+  Trace t;
+  t.threads.push_back({1, 11, std::move(t1)});
+  t.threads.push_back({2, 12, std::move(t2)});
+  t.events = t.threads[0].events.size() + t.threads[1].events.size();
+  return t;
+}
+
+TEST(Timeline, AddressReusedAcrossThreadsGetsTwoSlots) {
+  // Thread 2 frees 0x100 (entry at t=20) before thread 1 gets 0x100 again (return at t=30).
+  Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), ev(Op::kMalloc, 30, 8, 0, 0x100)},
+                        {ev(Op::kFree, 20, 0x100, 0, 0)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.slots, 2u);
+  EXPECT_EQ(tl.per_thread[1][0].old_slot, 0u);
+  EXPECT_EQ(tl.per_thread[0][1].slot, 1u);
+  EXPECT_EQ(tl.cross_thread_frees, 1u);
+  EXPECT_EQ(tl.problems.total(), 0u);
+}
+
+TEST(Timeline, ReallocReleasesAtEntryAndAcquiresAtReturn) {
+  // realloc on thread 1 runs from t=10 to t=50 and moves 0x100 to 0x200; thread 2 gets 0x100
+  // at t=40, after the realloc released it.
+  Trace t =
+      two_threads({ev(Op::kMalloc, 5, 8, 0, 0x100), ev(Op::kRealloc, 50, 0x100, 64, 0x200, 40)},
+                  {ev(Op::kMalloc, 40, 8, 0, 0x100)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[0][1].old_slot, 0u);
+  EXPECT_EQ(tl.per_thread[1][0].slot, 1u);
+  EXPECT_EQ(tl.per_thread[0][1].slot, 2u);
+}
+
+TEST(Timeline, DamagedJournalsAreRepairedAndCounted) {
+  Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), ev(Op::kMalloc, 20, 8, 0, 0x100),
+                         ev(Op::kFree, 30, 0x999, 0, 0), ev(Op::kRealloc, 40, 0x777, 16, 0x300),
+                         ev(Op::kMalloc, 50, 1ull << 50, 0, 0), ev(Op::kRealloc, 60, 0x300, 0, 0)},
+                        {});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.reused_live, 1u);  // 0x100 returned twice: first block freed first
+  EXPECT_EQ(tl.per_thread[0][1].repair_slot, 0u);
+  EXPECT_EQ(tl.problems.unknown_frees, 1u);     // 0x999
+  EXPECT_EQ(tl.problems.unknown_reallocs, 1u);  // 0x777: replayed as an allocation
+  EXPECT_EQ(tl.per_thread[0][3].slot, 2u);
+  EXPECT_EQ(tl.problems.failed_allocs, 1u);     // the 2^50 malloc
+  EXPECT_EQ(tl.per_thread[0][5].old_slot, 2u);  // realloc(p, 0) frees, as in glibc
+  TraceStats s = compute_stats(t, tl);
+  EXPECT_EQ(s.leaked_blocks, 1u);
+  EXPECT_EQ(s.leaked_bytes, 8u);
+  EXPECT_EQ(s.calls[static_cast<int>(Op::kMalloc)], 3u);
+}
+
+TEST(Stats, CountsSizesAndLifetimes) {
+  Trace t = two_threads({ev(Op::kMalloc, 0, 100, 0, 0x100), ev(Op::kCalloc, 10, 4, 25, 0x200),
+                         ev(Op::kFree, 1000, 0, 0, 0)},
+                        {ev(Op::kFree, 500, 0x100, 0, 0)});
+  TraceStats s = compute_stats(t, resolve(t));
+  EXPECT_EQ(s.free_null, 1u);
+  EXPECT_EQ(s.calls[static_cast<int>(Op::kFree)], 2u);
+  EXPECT_EQ(s.total_bytes, 200u);
+  EXPECT_EQ(s.peak_live_bytes, 200u);
+  EXPECT_EQ(s.cross_thread_frees, 1u);
+  EXPECT_EQ(s.lifetimes.counts[1], 1u);  // 500 ns: "<1us"
+  EXPECT_NE(stats_json(s).find("\"allocations\": 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ak::trace
