@@ -6,13 +6,15 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all test test-release test-asan test-tsan demo bench bench-malloc format format-check clean
+.PHONY: all test test-release test-asan test-tsan fuzz demo demo-trace bench bench-malloc bench-trace \
+        format format-check clean
+FUZZ_SECONDS ?= 10
 
 all:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: format-check test-release test-asan test-tsan
+test: format-check test-release test-asan test-tsan fuzz
 
 test-release: all
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
@@ -28,7 +30,24 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure
 
-demo: bench bench-malloc
+# libFuzzer (clang) on every journal and text reader, FUZZ_SECONDS each (CI: a short pass).
+fuzz:
+	cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_FUZZ=ON \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+	cmake --build build-fuzz -j $(JOBS) --target libfuzzer_journal libfuzzer_import fuzz_journal fuzz_import
+	for t in journal import; do \
+	  mkdir -p build-fuzz/corpus-$$t && build-fuzz/tests/fuzz_$$t --write-seeds build-fuzz/corpus-$$t && \
+	  build-fuzz/tests/libfuzzer_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+	    build-fuzz/corpus-$$t > build-fuzz/fuzz-$$t.log 2>&1; rc=$$?; \
+	  tail -5 build-fuzz/fuzz-$$t.log; [ $$rc -eq 0 ] || { echo "fuzz $$t failed: build-fuzz/fuzz-$$t.log"; exit 1; }; \
+	done
+
+# The main job: record a real program, replay it against every allocator found here, write the
+# HTML report; then the pool, arena and malloc benchmarks.
+demo: demo-trace bench bench-malloc
+
+demo-trace: all
+	$(PY) bench/run_trace_demo.py --build $(BUILD) --out out/demo
 
 bench: all
 	$(PY) bench/run_pool_bench.py --build $(BUILD) --out bench/results
@@ -36,6 +55,11 @@ bench: all
 
 bench-malloc: all
 	$(PY) bench/run_malloc_bench.py --build $(BUILD) --out bench/results
+
+# Trace lab figures: recording overhead (against heaptrack), replay throughput, journal size,
+# report time; and every ../shared/traces journal replayed against every allocator.
+bench-trace: all
+	$(PY) bench/run_trace_bench.py --build $(BUILD) --out bench/results
 
 format:
 	clang-format -i $$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c')
@@ -46,4 +70,4 @@ format-check:
 	  echo "clang-format: run 'make format'"; exit 1; fi
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz out

@@ -1,6 +1,7 @@
 // A deterministic stand-in for libFuzzer, so every compiler and sanitizer build runs the fuzz
 // targets in `make test`: it feeds the seeds, then seeded random mutations of them (bit flips,
 // byte sets, truncations, splices). Usage: fuzz_x [ITERATIONS] [SEED_FILES...]
+//                                         fuzz_x --write-seeds DIR   (a corpus for libFuzzer)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 std::vector<std::vector<uint8_t>> fuzz_seeds();  // built-in seeds of each target
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-seeds") {
+    int i = 0;
+    for (const auto& s : fuzz_seeds()) {
+      std::ofstream f(std::string(argv[2]) + "/seed" + std::to_string(i++), std::ios::binary);
+      f.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size()));
+    }
+    return 0;
+  }
   long iterations = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 20000;
   std::vector<std::vector<uint8_t>> seeds = fuzz_seeds();
   for (int i = 2; i < argc; ++i) {

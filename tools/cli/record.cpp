@@ -74,7 +74,10 @@ uint64_t compact_journal(const std::string& path) {
   std::string tmp = path + ".compact";
   uint64_t events = 0;
   {
-    trace::JournalWriter w(tmp, in.meta(), true);
+    trace::Meta meta = in.meta();
+    for (auto& [k, v] : meta)
+      if (k == "clock") v = "CLOCK_MONOTONIC (from tsc)";
+    trace::JournalWriter w(tmp, meta, true);
     trace::Block b;
     try {
       while (in.next(b))

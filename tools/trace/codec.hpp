@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 #include "trace/event.hpp"
 
 namespace ak::trace {
@@ -15,6 +19,13 @@ inline constexpr uint32_t kVersion = 1;
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
 inline constexpr uint32_t kCodecZstd = 1;
+// A clock block: no events; its 16-byte payload is {uint64 tsc, uint64 CLOCK_MONOTONIC ns},
+// one calibration point for journals whose times are TSC ticks.
+inline constexpr uint32_t kCodecClock = 2;
+inline constexpr uint32_t kCodecMask = 0xff;
+// Flag on an event block: its times and durations are TSC ticks, converted to ns by readers
+// through the journal's clock blocks (the recorder's raw output; compaction converts them).
+inline constexpr uint32_t kTicksFlag = 0x100;
 inline constexpr size_t kMaxEventBytes = 80;        // op byte + up to seven 10-byte varints
 inline constexpr uint32_t kMaxBlockRaw = 1u << 24;  // readers reject larger blocks
 inline constexpr uint32_t kMaxMetaBytes = 1u << 16;
@@ -41,25 +52,48 @@ struct BlockHeader {
 };
 static_assert(sizeof(BlockHeader) == 40);
 
-// ---- CRC-32 (IEEE, reflected), table built at compile time -----------------------------------
-struct Crc32Table {
+// ---- CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table ---------
+struct Crc32cTable {
   uint32_t v[256];
-  constexpr Crc32Table() : v() {
+  constexpr Crc32cTable() : v() {
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82F63B78u ^ (c >> 1) : c >> 1;
       v[i] = c;
     }
   }
 };
-inline constexpr Crc32Table kCrcTable;
+inline constexpr Crc32cTable kCrcTable;
+
+inline uint32_t crc32c_table(uint32_t crc, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) crc = kCrcTable.v[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+// ~0.1 ns per byte: 8 bytes per instruction.
+__attribute__((target("sse4.2"))) inline uint32_t crc32c_hw(uint32_t crc, const uint8_t* p,
+                                                            size_t n) {
+  uint64_t c = crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    c = _mm_crc32_u64(c, w);
+  }
+  crc = static_cast<uint32_t>(c);
+  for (; n > 0; --n) crc = _mm_crc32_u8(crc, *p++);
+  return crc;
+}
+#endif
 
 // Continues a CRC: pass 0 to start, the previous result to extend.
 inline uint32_t crc32(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = kCrcTable.v[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
+#if defined(__x86_64__)
+  static const bool hw = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
+  if (hw) return ~crc32c_hw(~crc, p, n);
+#endif
+  return ~crc32c_table(~crc, p, n);
 }
 
 inline uint32_t block_crc(BlockHeader h, const void* payload, size_t n) {

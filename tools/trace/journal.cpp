@@ -4,6 +4,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ak::trace {
@@ -103,35 +104,82 @@ void JournalReader::open_header() {
     if (eq != std::string::npos) meta_.emplace_back(line.substr(0, eq), line.substr(eq + 1));
     pos = nl + 1;
   }
+  scan_clocks();
+}
+
+// Reads every clock block ahead of the events (headers only, seeking over payloads) and fits
+// ticks to ns through the first and last. Damage is left for next() to report.
+void JournalReader::scan_clocks() {
+  long start = std::ftell(f_);
+  uint64_t first_tsc = 0, first_ns = 0, last_tsc = 0, last_ns = 0;
+  BlockHeader h;
+  while (std::fread(&h, sizeof h, 1, f_) == 1 && std::memcmp(h.magic, kBlockMagic, 4) == 0 &&
+         h.stored_len <= kMaxBlockRaw) {
+    if ((h.codec & kCodecMask) == kCodecClock && h.stored_len == 16) {
+      uint64_t pt[2];
+      if (std::fread(pt, 16, 1, f_) != 1) break;
+      if (block_crc(h, pt, 16) != h.crc) continue;
+      if (clock_points_++ == 0) first_tsc = pt[0], first_ns = pt[1];
+      last_tsc = pt[0], last_ns = pt[1];
+    } else if (std::fseek(f_, h.stored_len, SEEK_CUR) != 0) {
+      break;
+    }
+  }
+  if (clock_points_ >= 2 && last_tsc > first_tsc) {
+    clock_tsc0_ = first_tsc;
+    clock_ns0_ = first_ns;
+    ns_per_tick_ = static_cast<long double>(last_ns - first_ns) /
+                   static_cast<long double>(last_tsc - first_tsc);
+  } else {
+    clock_points_ = std::min(clock_points_, 1);
+  }
+  std::clearerr(f_);
+  std::fseek(f_, start, SEEK_SET);
+}
+
+uint64_t JournalReader::ticks_to_ns(uint64_t ticks) const {
+  long double d =
+      static_cast<long double>(static_cast<int64_t>(ticks - clock_tsc0_)) * ns_per_tick_;
+  return clock_ns0_ + static_cast<uint64_t>(static_cast<int64_t>(d));
 }
 
 bool JournalReader::next(Block& b) {
-  if (truncated_at_ >= 0) return false;
-  uint64_t start = offset_;
   BlockHeader h;
-  size_t got = read(&h, sizeof h);
-  if (got == 0) return false;
-  if (got != sizeof h) {
-    truncated_at_ = static_cast<int64_t>(start);
-    return false;
+  uint64_t start;
+  for (;;) {  // skips clock blocks (read ahead by scan_clocks)
+    if (truncated_at_ >= 0) return false;
+    start = offset_;
+    size_t got = read(&h, sizeof h);
+    if (got == 0) return false;
+    if (got != sizeof h) {
+      truncated_at_ = static_cast<int64_t>(start);
+      return false;
+    }
+    if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", start);
+    uint32_t codec = h.codec & kCodecMask;
+    if (codec > kCodecClock || (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
+      throw JournalError("unknown block codec " + std::to_string(h.codec), start);
+    if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw ||
+        (codec != kCodecZstd && h.stored_len != h.raw_len) ||
+        (codec == kCodecClock ? h.stored_len != 16 || h.event_count != 0 : h.thread == 0) ||
+        h.event_count > h.raw_len / 3)  // every event takes at least 3 bytes
+      throw JournalError("implausible block header", start);
+    stored_.resize(h.stored_len);
+    if (read(stored_.data(), h.stored_len) != h.stored_len) {
+      truncated_at_ = static_cast<int64_t>(start);
+      return false;
+    }
+    if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
+      throw JournalError("block checksum mismatch", start);
+    if (codec != kCodecClock) break;
   }
-  if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", start);
-  if (h.codec > kCodecZstd)
-    throw JournalError("unknown block codec " + std::to_string(h.codec), start);
-  if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw || h.thread == 0 ||
-      (h.codec == kCodecRaw && h.stored_len != h.raw_len) ||
-      h.event_count > h.raw_len / 3)  // every event takes at least 3 bytes
-    throw JournalError("implausible block header", start);
-  stored_.resize(h.stored_len);
-  if (read(stored_.data(), h.stored_len) != h.stored_len) {
-    truncated_at_ = static_cast<int64_t>(start);
-    return false;
-  }
-  if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
-    throw JournalError("block checksum mismatch", start);
+  bool ticks = h.codec & kTicksFlag;
+  if (ticks && clock_points_ < 2)
+    throw JournalError("block times are TSC ticks but the journal has fewer than two clock blocks",
+                       start);
   const uint8_t* p = stored_.data();
   const uint8_t* end = p + h.stored_len;
-  if (h.codec == kCodecZstd) {
+  if ((h.codec & kCodecMask) == kCodecZstd) {
     raw_.resize(h.raw_len);
     size_t n = ZSTD_decompress(raw_.data(), raw_.size(), stored_.data(), stored_.size());
     if (ZSTD_isError(n) || n != h.raw_len) throw JournalError("block does not decompress", start);
@@ -147,6 +195,12 @@ bool JournalReader::next(Block& b) {
     if (!decode_event(p, end, s, b.events[i]))
       throw JournalError("malformed event " + std::to_string(i) + " in block", start);
   if (p != end) throw JournalError("block has bytes after its last event", start);
+  if (ticks)
+    for (Event& e : b.events) {
+      e.time_ns = ticks_to_ns(e.time_ns);
+      e.duration_ns =
+          static_cast<uint32_t>(std::min<long double>(e.duration_ns * ns_per_tick_, UINT32_MAX));
+    }
   return true;
 }
 
@@ -219,7 +273,7 @@ void JournalWriter::flush(uint32_t thread, Pending& p) {
   h.codec = kCodecRaw;
   if (compress_) {
     packed.resize(ZSTD_compressBound(p.raw.size()));
-    size_t n = ZSTD_compress(packed.data(), packed.size(), p.raw.data(), p.raw.size(), 9);
+    size_t n = ZSTD_compress(packed.data(), packed.size(), p.raw.data(), p.raw.size(), 3);
     if (!ZSTD_isError(n) && n < p.raw.size()) {
       packed.resize(n);
       payload = &packed;

@@ -55,13 +55,19 @@ class JournalReader {
 
  private:
   void open_header();
+  void scan_clocks();
   size_t read(void* dst, size_t n);
+  uint64_t ticks_to_ns(uint64_t ticks) const;
 
   FILE* f_ = nullptr;
   uint64_t offset_ = 0;
   int64_t truncated_at_ = -1;
   Meta meta_;
   std::vector<uint8_t> stored_, raw_;
+  // TSC-to-ns fit from the first and last clock blocks (journals straight from the recorder).
+  uint64_t clock_tsc0_ = 0, clock_ns0_ = 0;
+  long double ns_per_tick_ = 0;
+  int clock_points_ = 0;
 };
 
 class JournalWriter {

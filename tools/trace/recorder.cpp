@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <atomic>
 #include <cerrno>
@@ -93,15 +95,19 @@ void resolve_real() {
 
 // ---- per-thread logs ------------------------------------------------------------------------
 constexpr size_t kLogBytes = 64 * 1024;
+constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
 struct ThreadLog {
   ThreadLog* next;              // registry link, never unlinked
-  std::atomic<uint32_t> busy;   // held while appending or flushing
+  std::atomic<uint32_t> busy;   // set by the owner while it appends (plain stores, no fence)
+  std::atomic<uint32_t> lock;   // taken by flushers of other threads' logs, and by the owner
+                                // whenever g_sync is set
   std::atomic<uint32_t> owned;  // 1 while a live thread uses this log
   uint32_t thread, os_tid, count;
   uint64_t base_time;
   CodecState state;
   size_t len;  // committed payload bytes; an event is counted only once fully written
-  alignas(8) uint8_t block[sizeof(BlockHeader) + kLogBytes];
+  // A clock block, then the event block's header and payload: written with one write(2).
+  alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
 };
 
 std::atomic<ThreadLog*> g_logs{nullptr};
@@ -116,10 +122,38 @@ thread_local ThreadLog* tl_log = nullptr;
 thread_local uint32_t tl_thread = 0;
 thread_local int tl_busy = 0;  // >0 inside the recorder: nested calls pass straight through
 
-uint64_t now_ns() {
+uint64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Event times are TSC ticks (~10 ns to read, against ~25 for clock_gettime); every flush writes
+// a clock block pairing the TSC with CLOCK_MONOTONIC, and readers convert through them.
+// Entry stamps (free, realloc start) use rdtsc: later stores cannot become visible before it.
+// Return stamps use rdtscp: it waits for the call's loads, so a block handed over by another
+// thread's free is always stamped after that free.
+inline uint64_t entry_ticks() {
+  return __rdtsc();
+}
+inline uint64_t return_ticks() {
+  unsigned aux;
+  return __rdtscp(&aux);
+}
+
+// Fills a clock block at `out` (kClockBlockBytes).
+void make_clock_block(uint8_t* out) {
+  uint64_t pt[2];
+  pt[0] = __rdtsc();
+  pt[1] = mono_ns();
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecClock;
+  h.stored_len = h.raw_len = 16;
+  h.base_time_ns = pt[1];
+  h.crc = block_crc(h, pt, 16);
+  std::memcpy(out, &h, sizeof h);
+  std::memcpy(out + sizeof h, pt, 16);
 }
 
 void write_all(int fd, const void* data, size_t n) {
@@ -133,34 +167,57 @@ void write_all(int fd, const void* data, size_t n) {
   }
 }
 
-// Writes the log's events as one block and empties it. Caller holds `busy` (or is the only
-// thread left, as in a crash handler).
+// Writes the log's events as one block and empties it. Caller is the owner inside an append,
+// or holds the log's lock with its owner not busy, or is a crash handler (committed events only).
 void flush_log(ThreadLog* log) {
   if (log->count == 0 || g_fd < 0) return;
   BlockHeader h{};
   std::memcpy(h.magic, kBlockMagic, 4);
-  h.codec = kCodecRaw;
+  h.codec = kCodecRaw | kTicksFlag;
   h.stored_len = h.raw_len = static_cast<uint32_t>(log->len);
   h.event_count = log->count;
   h.thread = log->thread;
   h.os_tid = log->os_tid;
   h.base_time_ns = log->base_time;
-  uint8_t* payload = log->block + sizeof(BlockHeader);
+  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
   h.crc = block_crc(h, payload, log->len);
-  std::memcpy(log->block, &h, sizeof h);
+  std::memcpy(log->block + kClockBlockBytes, &h, sizeof h);
+  make_clock_block(log->block);
   int saved = errno;
-  write_all(g_fd, log->block, sizeof h + log->len);
+  write_all(g_fd, log->block, kClockBlockBytes + sizeof h + log->len);
   errno = saved;
   log->count = 0;
   log->len = 0;
 }
 
 void lock(ThreadLog* log) {
-  while (log->busy.exchange(1, std::memory_order_acquire)) {
+  while (log->lock.exchange(1, std::memory_order_acquire)) {
   }
 }
 void unlock(ThreadLog* log) {
-  log->busy.store(0, std::memory_order_release);
+  log->lock.store(0, std::memory_order_release);
+}
+
+// Asymmetric synchronisation: the owner's append costs two plain stores; a thread that must
+// flush other threads' logs (exit, exec) sets g_sync and issues membarrier(2), after which
+// every owner either is seen busy (the flusher waits) or sees g_sync and takes the lock.
+std::atomic<bool> g_sync{false};
+int g_membarrier_cmd = 0;  // 0: unavailable, so g_sync is set from the start
+
+void sync_with_owners() {
+  g_sync.store(true, std::memory_order_seq_cst);
+  if (g_membarrier_cmd) syscall(__NR_membarrier, g_membarrier_cmd, 0, 0);
+}
+
+void setup_membarrier() {
+  long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    g_membarrier_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+  else if (cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL))
+    g_membarrier_cmd = MEMBARRIER_CMD_GLOBAL;
+  else
+    g_sync.store(true);
 }
 
 void thread_exit(void* p) {
@@ -207,29 +264,47 @@ ThreadLog* my_log() {
   return l;
 }
 
-// Appends one event. Cost: one uncontended exchange, ~8 bytes of encoding, no system call
-// except when the 64 KiB buffer fills.
-void record(const Event& e) {
-  ThreadLog* log = my_log();
-  if (!log) return;
-  lock(log);
+void append(ThreadLog* log, const Event& e) {
   if (log->count == 0) {
     log->base_time = e.time_ns;
     log->state = CodecState{e.time_ns, 0};
   }
-  uint8_t* payload = log->block + sizeof(BlockHeader);
+  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
   uint8_t* end = encode_event(e, log->state, payload + log->len);
   log->len = static_cast<size_t>(end - payload);
   ++log->count;
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
     flush_log(log);
-  unlock(log);
 }
 
-// Flushes every log; used at exit, before exec and on fatal signals.
+// Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
+// read-modify-write and no system call except when the 64 KiB buffer fills.
+void record(const Event& e) {
+  ThreadLog* log = my_log();
+  if (!log) return;
+  log->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
+    log->busy.store(0, std::memory_order_release);
+    lock(log);
+    append(log, e);
+    unlock(log);
+    return;
+  }
+  append(log, e);
+  log->busy.store(0, std::memory_order_release);
+}
+
+// Flushes every log; used at exit and before exec (take_locks), and on fatal signals, where
+// waiting is impossible and only committed events are written.
 void flush_all(bool take_locks) {
+  if (take_locks) sync_with_owners();
   for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next) {
-    if (take_locks) lock(l);
+    if (take_locks) {
+      lock(l);
+      while (l->busy.load(std::memory_order_acquire) && l != tl_log) {
+      }
+    }
     flush_log(l);
     if (take_locks) unlock(l);
   }
@@ -287,8 +362,8 @@ void write_header(int fd) {
   t.kv_u("pid", static_cast<unsigned long long>(getpid()));
   t.kv_u("ppid", static_cast<unsigned long long>(getppid()));
   t.kv_u("start_unix_ns", static_cast<unsigned long long>(rt.tv_sec) * 1000000000ull + rt.tv_nsec);
-  t.kv_u("start_monotonic_ns", now_ns());
-  t.kv("clock", "CLOCK_MONOTONIC");
+  t.kv_u("start_monotonic_ns", mono_ns());
+  t.kv("clock", "tsc");
   t.add("allocator=");
   t.add(info.dli_fname ? info.dli_fname : "unknown");
   t.add(" (glibc ");
@@ -301,6 +376,9 @@ void write_header(int fd) {
   h.meta_crc = crc32(0, t.buf, t.n);
   write_all(fd, &h, sizeof h);
   write_all(fd, t.buf, t.n);
+  uint8_t clock[kClockBlockBytes];
+  make_clock_block(clock);
+  write_all(fd, clock, sizeof clock);
 }
 
 // Opens the first free name of OUT, OUT.1, ... (root process) or OUT.PID, OUT.PID.1, ...
@@ -351,6 +429,7 @@ void after_fork_child() {
   // The child's copies of the logs hold the parent's unflushed events: the parent writes them.
   for (ThreadLog* l = g_logs.load(); l; l = l->next) {
     l->busy.store(0);
+    l->lock.store(0);
     l->count = 0;
     l->len = 0;
     l->owned.store(l == tl_log ? 1 : 0);
@@ -373,6 +452,7 @@ __attribute__((constructor)) void recorder_init() {
     bool is_root = root && strtol(root, nullptr, 10) == getpid();
     if (is_root || g_follow_forks) g_fd = open_journal(is_root);
     if (g_fd >= 0) {
+      setup_membarrier();
       pthread_key_create(&g_key, thread_exit);
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();
@@ -440,7 +520,7 @@ void* malloc(size_t n) {
   void* p = real_call([&] { return g_real.malloc(n); });
   if (rec) {
     Guard g;
-    record(make(Op::kMalloc, now_ns(), n, 0, 0, p));
+    record(make(Op::kMalloc, return_ticks(), n, 0, 0, p));
   }
   return p;
 }
@@ -457,7 +537,7 @@ void* calloc(size_t n, size_t size) {
   void* p = real_call([&] { return g_real.calloc(n, size); });
   if (rec) {
     Guard g;
-    record(make(Op::kCalloc, now_ns(), n, size, 0, p));
+    record(make(Op::kCalloc, return_ticks(), n, size, 0, p));
   }
   return p;
 }
@@ -467,7 +547,7 @@ void free(void* p) {
   ensure_real();
   if (recording()) {
     Guard g;
-    record(make(Op::kFree, now_ns(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr));
+    record(make(Op::kFree, entry_ticks(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr));
   }
   ++tl_busy;
   g_real.free(p);
@@ -485,9 +565,9 @@ void* realloc(void* old, size_t n) {
   }
   ensure_real();
   if (!recording()) return g_real.realloc(old, n);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.realloc(old, n); });
-  uint64_t t1 = now_ns();
+  uint64_t t1 = return_ticks();
   Guard g;
   Event e = make(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p);
   e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
@@ -498,9 +578,9 @@ void* realloc(void* old, size_t n) {
 void* reallocarray(void* old, size_t n, size_t size) {
   ensure_real();
   if (!recording()) return g_real.reallocarray(old, n, size);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.reallocarray(old, n, size); });
-  uint64_t t1 = now_ns();
+  uint64_t t1 = return_ticks();
   Guard g;
   Event e = make(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p);
   e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
@@ -514,21 +594,21 @@ int posix_memalign(void** out, size_t align, size_t n) {
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
   if (rec) {
     Guard g;
-    record(make(Op::kPosixMemalign, now_ns(), align, n, static_cast<uint64_t>(rc),
+    record(make(Op::kPosixMemalign, return_ticks(), align, n, static_cast<uint64_t>(rc),
                 rc == 0 ? *out : nullptr));
   }
   return rc;
 }
 
 // The aligned and page-aligned calls share one shape: run the real call, then record.
-#define AK_RECORD_CALL(op, a, b, call)       \
-  ensure_real();                             \
-  bool rec = recording();                    \
-  void* p = real_call([&] { return call; }); \
-  if (rec) {                                 \
-    Guard g;                                 \
-    record(make(op, now_ns(), a, b, 0, p));  \
-  }                                          \
+#define AK_RECORD_CALL(op, a, b, call)            \
+  ensure_real();                                  \
+  bool rec = recording();                         \
+  void* p = real_call([&] { return call; });      \
+  if (rec) {                                      \
+    Guard g;                                      \
+    record(make(op, return_ticks(), a, b, 0, p)); \
+  }                                               \
   return p
 
 void* aligned_alloc(size_t align, size_t n) {
