@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""`make bench-trace`: the trace lab's own figures, against issue 5's targets, and every
+../shared/traces journal replayed against every allocator. Writes bench/results/trace.{json,md}
+and bench/results/traces.{json,md}.
+- recording overhead: wall time of a program alone, under the recorder (LD_PRELOAD only), under
+  `allockit record` (recorder + compaction) and under heaptrack, interleaved, median of 5;
+- journal size: bytes per event of those journals and of the imported traces;
+- replay bookkeeping: events/s replaying against a do-nothing allocator (`--speed max`);
+- report: `allockit report` time on a results folder of 10M calls."""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+
+TRACES = os.path.join(HERE, "..", "..", "shared", "traces")
+
+
+def wall(cmd, env=None, quiet=True):
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL if quiet else None,
+                   stderr=subprocess.DEVNULL if quiet else None)
+    return time.perf_counter() - t
+
+
+def events_of(ak, journal):
+    out = subprocess.run([ak, "stats", "--json", journal], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["events"]
+
+
+def overhead(build, tmp, name, cmd, extra_env, runs=5):
+    ak = os.path.join(build, "allockit")
+    rec = os.path.join(build, "liballockit_record.so")
+    env = dict(os.environ, **extra_env)
+    journal = os.path.join(tmp, f"{name}.akj")
+    variants = {
+        "native": lambda: wall(cmd, env),
+        "recorder": lambda: wall(cmd, dict(env, LD_PRELOAD=rec, ALLOCKIT_RECORD_OUT=journal + ".raw",
+                                           ALLOCKIT_RECORD_PID="0", ALLOCKIT_RECORD_FOLLOW_FORKS="1")),
+        "allockit record": lambda: wall([ak, "record", "-o", journal, "--"] + cmd, env),
+    }
+    if shutil.which("heaptrack"):
+        variants["heaptrack"] = lambda: wall(["heaptrack", "-o", os.path.join(tmp, f"{name}.ht")] + cmd, env)
+    times = {k: [] for k in variants}
+    for _ in range(runs):
+        for k, f in variants.items():
+            for stale in glob.glob(journal + ".raw*") + glob.glob(os.path.join(tmp, f"{name}.ht*")):
+                os.remove(stale)
+            times[k].append(f())
+    med = {k: statistics.median(v) for k, v in times.items()}
+    events = events_of(ak, journal)
+    raw = sum(os.path.getsize(p) for p in glob.glob(journal + ".raw*"))
+    return {"program": name, "command": " ".join(cmd), "runs": runs, "median_s": med, "all_s": times,
+            "ratio": {k: med[k] / med["native"] for k in med}, "events": events,
+            "bytes_per_event": os.path.getsize(journal) / events,
+            "raw_bytes_per_event": raw / events if raw else None, "journal": journal}
+
+
+def replay_rate(build, journal, out):
+    ak = os.path.join(build, "allockit")
+    null = os.path.join(build, "libak_null_malloc.so")
+    subprocess.run([ak, "replay", journal, "--allocator", null, "--repeat", "3", "--out", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    s = json.load(open(os.path.join(out, "compare.json")))["results"][0]
+    return {"journal": os.path.basename(journal), "ops": s["ops"], "wall_s": s["wall_s"],
+            "events_per_s": s["ops"] / s["wall_s"], "timer_floor_ns": s["timer_floor_ns"]}
+
+
+def synthetic_results(folder, n, names=("glibc",)):
+    """A results folder with n calls per allocator, the shape `allockit compare` writes."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    pct = ["best", "p1", "p10", "p25", "p50", "p75", "p90", "p95", "p98", "p99", "p99.9",
+           "p99.99", "p99.999", "worst"]
+    results = []
+    for name in names:
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        with open(os.path.join(folder, name, "samples.bin"), "wb") as f:
+            f.write(b"AKSAMP01" + struct.pack("<Q", n))
+            f.write(rng.lognormal(3.5, 1, n).astype("<u4").tobytes())
+            f.write(np.sort(rng.integers(0, 10**7, n)).astype("<u4").tobytes())
+            f.write(rng.integers(1, 1 << 16, n).astype("<u4").tobytes())
+            f.write(rng.integers(0, 4, n).astype("u1").tobytes())
+        with open(os.path.join(folder, name, "rss.csv"), "w") as f:
+            f.write("".join(f"{t * 2},{t * 4096}\n" for t in range(5000)))
+        kinds = {"all": dict({p: 10.0 * (i + 1) for i, p in enumerate(pct)}, count=n, mean_ns=40.0)}
+        results.append({"allocator": name, "ok": True, "ops": n, "wall_s": 1, "touch_s": 0,
+                        "timer_floor_ns": {"min": 20, "mean": 21}, "peak_rss_bytes": 1 << 24,
+                        "peak_live_bytes": 1 << 23, "overhead": 2.0, "kinds": kinds})
+    json.dump({"journal": "synthetic", "ops": n, "threads": 1, "results": results},
+              open(os.path.join(folder, "compare.json"), "w"))
+    json.dump({"size_histogram": {"<=8": 1}}, open(os.path.join(folder, "stats.json"), "w"))
+
+
+def report_time(build, folder):
+    ak = os.path.join(build, "allockit")
+    return wall([ak, "report", folder, "-o", os.path.join(folder, "r.html")])
+
+
+def shared_traces(build, tmp, repeat):
+    ak = os.path.join(build, "allockit")
+    rows = []
+    for path in sorted(glob.glob(os.path.join(TRACES, "*.vgtrace.gz"))):
+        name = os.path.basename(path).split(".")[0]
+        journal = os.path.join(tmp, name + ".akj")
+        subprocess.run([ak, "import", "--format", "valgrind", path, "-o", journal], check=True,
+                       stderr=subprocess.DEVNULL)
+        out = os.path.join(tmp, "cmp-" + name)
+        print(f"+ compare {name}", flush=True)
+        subprocess.run([ak, "compare", journal, "--allocators", "all", "--repeat", str(repeat),
+                        "--out", out], check=True, stdout=subprocess.DEVNULL)
+        doc = json.load(open(os.path.join(out, "compare.json")))
+        stats = json.load(open(os.path.join(out, "stats.json")))
+        rows.append({"trace": name, "events": stats["events"], "bytes_per_event":
+                     os.path.getsize(journal) / stats["events"], "peak_live_bytes": stats["peak_live_bytes"],
+                     "problems": stats["problems"], "results": doc["results"]})
+    return rows
+
+
+def fmt_ns(v):
+    return f"{v / 1e6:.1f} ms" if v >= 1e6 else f"{v / 1e3:.1f} us" if v >= 1e4 else f"{v:.0f}"
+
+
+def render_trace(doc):
+    lines = ["# Trace lab figures (issue 5)", "",
+             f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
+             f"Build: {doc['build_type']}  ",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+             "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for t in doc["targets"]:
+        lines.append(f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |")
+    lines += ["", "## Recording overhead (median wall time of 5 interleaved runs)", "",
+              "| program | events | native s | recorder | allockit record | heaptrack | bytes/event (raw) |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for o in doc["overhead"]:
+        r = o["ratio"]
+        lines.append(f"| {o['program']} | {o['events']} | {o['median_s']['native']:.3f} | "
+                     f"{r['recorder']:.2f}x | {r['allockit record']:.2f}x | "
+                     f"{r.get('heaptrack', float('nan')):.2f}x | {o['bytes_per_event']:.2f} "
+                     f"({o['raw_bytes_per_event'] or 0:.2f}) |")
+    lines += ["", "`recorder`: the program with liballockit_record.so preloaded (what the program "
+              "feels); `allockit record`: the whole command, including the compaction to zstd after "
+              "the program ends.", "", "## Replay bookkeeping (do-nothing allocator, --speed max)", "",
+              "| journal | calls | wall s | calls/s | timer floor min/mean ns |", "|---|---:|---:|---:|---:|"]
+    for r in doc["replay"]:
+        lines.append(f"| {r['journal']} | {r['ops']} | {r['wall_s']:.3f} | {r['events_per_s'] / 1e6:.1f}M | "
+                     f"{r['timer_floor_ns']['min']:.0f} / {r['timer_floor_ns']['mean']:.0f} |")
+    lines += ["", "## Report", "", "| results folder | seconds |", "|---|---:|"]
+    for k, v in doc["report_s"].items():
+        lines.append(f"| {k} | {v:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_traces(doc):
+    lines = ["# ../shared/traces replayed against every allocator (issue 5)", "",
+             f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+             "Each trace imported with `allockit import --format valgrind`, then `allockit compare "
+             f"--allocators all --repeat {doc['repeat']}` (speed max, touch none): one process per "
+             "allocator and run; latency of every call in ns, all kinds pooled. Peak RSS is the "
+             "allocator's resident memory above the replayer's own.", ""]
+    allocs = [r["allocator"] for r in doc["traces"][0]["results"]] if doc["traces"] else []
+    lines += ["## p50 / p99 / p99.9 / worst (ns)", "", "| trace | calls | " + " | ".join(allocs) + " |",
+              "|---|---:|" + "---:|" * len(allocs)]
+    for t in doc["traces"]:
+        cells = []
+        for r in t["results"]:
+            k = r.get("kinds", {}).get("all")
+            cells.append("failed" if not r.get("ok") else
+                         f"{fmt_ns(k['p50'])} / {fmt_ns(k['p99'])} / {fmt_ns(k['p99.9'])} / {fmt_ns(k['worst'])}")
+        lines.append(f"| {t['trace']} | {t['events']} | " + " | ".join(cells) + " |")
+    lines += ["", "## Mean latency (ns) and peak RSS (MiB)", "", "| trace | peak live MiB | " +
+              " | ".join(allocs) + " |", "|---|---:|" + "---:|" * len(allocs)]
+    for t in doc["traces"]:
+        cells = [("failed" if not r.get("ok") else
+                  f"{r['kinds']['all']['mean_ns']:.1f} / {r['peak_rss_bytes'] / 1048576:.1f}") for r in t["results"]]
+        lines.append(f"| {t['trace']} | {t['peak_live_bytes'] / 1048576:.2f} | " + " | ".join(cells) + " |")
+    lines += ["", "Journal size after import: " + ", ".join(
+        f"{t['trace']} {t['bytes_per_event']:.2f}" for t in doc["traces"]) + " bytes/event."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-traces", action="store_true")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    with tempfile.TemporaryDirectory() as tmp:
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+        progs = [("python3 demo_workload.py (4 threads)", [py, os.path.join(HERE, "trace", "demo_workload.py")],
+                  {"PYTHONMALLOC": "malloc"}),
+                 ("malloc_workloads larson (2 threads)", [os.path.join(build, "bench", "malloc_workloads"), "larson"], {}),
+                 ("malloc_workloads xmalloc (producer/consumer)", [os.path.join(build, "bench", "malloc_workloads"),
+                                                                   "xmalloc"], {})]
+        over = []
+        for name, cmd, env in progs:
+            print(f"+ overhead: {name}", flush=True)
+            over.append(overhead(build, tmp, name.split()[0] + str(len(over)), cmd, env))
+            over[-1]["program"] = name
+        replay = [replay_rate(build, over[0]["journal"], os.path.join(tmp, "null-demo"))]
+        euler = os.path.join(TRACES, "py-euler-nayuki.vgtrace.gz")
+        if os.path.exists(euler):
+            j = os.path.join(tmp, "euler.akj")
+            subprocess.run([os.path.join(build, "allockit"), "import", "--format", "valgrind", euler, "-o", j],
+                           check=True, stderr=subprocess.DEVNULL)
+            replay.append(replay_rate(build, j, os.path.join(tmp, "null-euler")))
+        rep = {}
+        one = os.path.join(tmp, "report-10M")
+        synthetic_results(one, 10_000_000)
+        rep["10M calls, 1 allocator"] = report_time(build, one)
+        five = os.path.join(tmp, "report-5x2M")
+        synthetic_results(five, 2_000_000, names=("glibc", "allockit", "jemalloc", "mimalloc", "tcmalloc"))
+        rep["10M calls, 5 allocators x 2M"] = report_time(build, five)
+        demo_size = max(o["bytes_per_event"] for o in over)
+        worst_rec = max(o["ratio"]["recorder"] for o in over)
+        worst_total = max(o["ratio"]["allockit record"] for o in over)
+        targets = [
+            {"target": "recording overhead <= 1.5x wall time (program under the recorder, worst program)",
+             "measured": f"{worst_rec:.2f}x", "met": worst_rec <= 1.5},
+            {"target": "recording overhead <= 1.5x wall time (whole `allockit record`, with compaction)",
+             "measured": f"{worst_total:.2f}x", "met": worst_total <= 1.5},
+            {"target": "replay bookkeeping >= 20M events/s (do-nothing allocator)",
+             "measured": ", ".join(f"{r['events_per_s'] / 1e6:.1f}M/s" for r in replay),
+             "met": min(r["events_per_s"] for r in replay) >= 20e6},
+            {"target": "journal <= 8 bytes per event", "measured": f"{demo_size:.2f} (largest)",
+             "met": demo_size <= 8},
+            {"target": "report of 10M calls <= 10 s", "measured": ", ".join(f"{v:.1f} s" for v in rep.values()),
+             "met": max(rep.values()) <= 10},
+        ]
+        for o in over:
+            o.pop("journal", None)
+        doc = benchlib.result_doc(sys.argv, [], overhead=over, replay=replay, report_s=rep, targets=targets)
+        benchlib.write_results(a.out, "trace", doc, render_trace(doc))
+        if not a.skip_traces and os.path.isdir(TRACES):
+            traces = shared_traces(build, tmp, a.repeat)
+            tdoc = benchlib.result_doc(sys.argv, [], traces=traces, repeat=a.repeat)
+            benchlib.write_results(a.out, "traces", tdoc, render_traces(tdoc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""`make demo`, part one: the trace lab's whole story on a real program that ships with Debian.
+1. `allockit record` python3 (PYTHONMALLOC=malloc) running bench/trace/demo_workload.py;
+2. `allockit compare` the journal against every allocator installed here, allockit included;
+3. `allockit report` -> OUT/report.html; the table is printed and kept in OUT/compare/compare.md."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build")
+    p.add_argument("--out", default="out/demo")
+    a = p.parse_args()
+    ak = os.path.join(os.path.abspath(a.build), "allockit")
+    os.makedirs(a.out, exist_ok=True)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+    journal = os.path.join(a.out, "python.akj")
+    env = dict(os.environ, PYTHONMALLOC="malloc")
+    run([ak, "record", "-o", journal, "--", python, os.path.join(HERE, "trace", "demo_workload.py")],
+        env=env)
+    run([ak, "stats", journal])
+    results = os.path.join(a.out, "compare")
+    if os.path.exists(results):
+        shutil.rmtree(results)
+    run([ak, "compare", journal, "--allocators", "all", "--repeat", "3", "--out", results])
+    report = os.path.join(a.out, "report.html")
+    run([ak, "report", results, "-o", report])
+    print(f"\nreport: {os.path.abspath(report)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
