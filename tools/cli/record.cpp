@@ -128,8 +128,25 @@ int record(const RecordOptions& opt) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  bool tty = isatty(2);
+  for (int tick = 0;; ++tick) {  // a live line on a terminal: journal bytes written so far
+    pid_t w = waitpid(pid, &status, tty ? WNOHANG : 0);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (w == 0) {
+      if (tick % 5 == 0) {
+        uint64_t bytes = 0;
+        for (const auto& f : journals_of(out)) {
+          struct stat st {};
+          if (stat(f.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
+        }
+        std::fprintf(stderr, "\r  recording %s: %.1f MB journaled (~%.1fM events)   ",
+                     opt.command[0].c_str(), static_cast<double>(bytes) / 1e6,
+                     static_cast<double>(bytes) / 7e6);
+      }
+      usleep(100000);
+    }
   }
+  if (tty) std::fprintf(stderr, "\n");
   int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   if (WIFSIGNALED(status))
     std::fprintf(stderr,

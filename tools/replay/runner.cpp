@@ -281,8 +281,8 @@ std::string compare_table(const std::vector<ReplayResult>& results) {
   std::string o =
       "Latency of every call in ns (all kinds), one process per allocator\n\n| allocator |";
   for (int i = 0; i < kPercentiles; ++i) o += std::string(" ") + kPercentileNames[i] + " |";
-  o += " mean | peak RSS MiB | overhead | wall s |\n|---|";
-  for (int i = 0; i < kPercentiles + 4; ++i) o += "---:|";
+  o += " mean | peak RSS MiB | overhead | wall s | touch s |\n|---|";
+  for (int i = 0; i < kPercentiles + 5; ++i) o += "---:|";
   o += "\n";
   for (const auto& r : results) {
     o += "| " + r.allocator.name + " |";
@@ -293,8 +293,8 @@ std::string compare_table(const std::vector<ReplayResult>& results) {
     const KindSummary& all = r.kinds[0];
     for (int i = 0; i < kPercentiles; ++i) o += " " + ns(all.pct_ns[i]) + " |";
     char tail[128];
-    std::snprintf(tail, sizeof tail, " %.1f | %.2f | %.2fx | %.3f |\n", all.mean_ns,
-                  static_cast<double>(r.peak_rss) / 1048576.0, r.overhead, r.wall_s);
+    std::snprintf(tail, sizeof tail, " %.1f | %.2f | %.2fx | %.3f | %.3f |\n", all.mean_ns,
+                  static_cast<double>(r.peak_rss) / 1048576.0, r.overhead, r.wall_s, r.touch_s);
     o += tail;
   }
   o += "\nBy kind: p50 / p99 / p99.9 / worst (ns)\n\n| allocator |";

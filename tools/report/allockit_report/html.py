@@ -2,7 +2,7 @@
 import base64
 import html
 
-from .plots import PERCENTILES
+from .plots import PERCENTILES, fmt_ns
 
 
 def _img(png, alt):
@@ -11,11 +11,7 @@ def _img(png, alt):
 
 
 def _fmt_ns(v):
-    if v >= 1e6:
-        return f"{v / 1e6:.1f} ms"
-    if v >= 1e4:
-        return f"{v / 1e3:.1f} us"
-    return f"{v:.0f}"
+    return fmt_ns(v, us_from=1e4, spec=".1f", unit="") if v >= 1e4 else f"{v:.0f}"
 
 
 def summary_table(results):

@@ -49,7 +49,7 @@ def scatter_density(name, samples):
     lo, hi = int(np.floor(extent[2])), int(np.ceil(extent[3]))
     ticks = list(range(max(lo, 1), hi + 1))
     ax.set_yticks(ticks)
-    ax.set_yticklabels([_ns_label(10 ** k) for k in ticks])
+    ax.set_yticklabels([fmt_ns(10 ** k) for k in ticks])
     ax.set_xlabel("replay time (s)")
     ax.set_ylabel("call latency")
     ax.set_title(f"{name}: every call over replay time (colour: request size)")
@@ -61,12 +61,13 @@ def scatter_density(name, samples):
     return _png(fig)
 
 
-def _ns_label(v):
+def fmt_ns(v, us_from=1e3, spec="g", unit=" ns"):
+    """A latency for people: ns below `us_from`, then us, then ms."""
     if v >= 1e6:
-        return f"{v / 1e6:g} ms"
-    if v >= 1e3:
-        return f"{v / 1e3:g} us"
-    return f"{v:g} ns"
+        return f"{v / 1e6:{spec}} ms"
+    if v >= us_from:
+        return f"{v / 1e3:{spec}} us"
+    return f"{v:{spec}}{unit}"
 
 
 def percentile_chart(allocators, kind="all"):
