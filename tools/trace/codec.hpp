@@ -137,7 +137,7 @@ struct CodecState {
 };
 
 // Encodes `e` at `out` (at least kMaxEventBytes free) and returns the end. Cost: ~6-10 bytes.
-inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out) {
+[[gnu::always_inline]] inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out) {
   auto ptr = [&](uint64_t p) {
     out = put_varint(out, zigzag(static_cast<int64_t>(p - s.ptr)));
     s.ptr = p;

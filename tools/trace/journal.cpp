@@ -250,41 +250,41 @@ void JournalWriter::add(uint32_t thread, uint32_t os_tid, const Event& e) {
     p.base_time = e.time_ns;
     p.state = CodecState{e.time_ns, 0};
   }
-  size_t at = p.raw.size();
-  p.raw.resize(at + kMaxEventBytes);
-  uint8_t* end = encode_event(e, p.state, p.raw.data() + at);
-  p.raw.resize(static_cast<size_t>(end - p.raw.data()));
+  if (p.raw.size() < p.len + kMaxEventBytes)
+    p.raw.resize(std::max<size_t>(2 * p.raw.size(), 1u << 16));
+  uint8_t* end = encode_event(e, p.state, p.raw.data() + p.len);
+  p.len = static_cast<size_t>(end - p.raw.data());
   ++p.count;
   ++events_;
-  if (p.raw.size() >= (1u << 20)) flush(thread, p);
+  if (p.len >= (1u << 20)) flush(thread, p);
 }
 
 void JournalWriter::flush(uint32_t thread, Pending& p) {
   if (p.count == 0) return;
   BlockHeader h{};
   std::memcpy(h.magic, kBlockMagic, 4);
-  h.raw_len = static_cast<uint32_t>(p.raw.size());
+  h.raw_len = static_cast<uint32_t>(p.len);
   h.event_count = p.count;
   h.thread = thread;
   h.os_tid = p.os_tid;
   h.base_time_ns = p.base_time;
-  std::vector<uint8_t> packed;
-  const std::vector<uint8_t>* payload = &p.raw;
+  const uint8_t* payload = p.raw.data();
+  size_t payload_len = p.len;
   h.codec = kCodecRaw;
   if (compress_) {
-    packed.resize(ZSTD_compressBound(p.raw.size()));
-    size_t n = ZSTD_compress(packed.data(), packed.size(), p.raw.data(), p.raw.size(), 3);
-    if (!ZSTD_isError(n) && n < p.raw.size()) {
-      packed.resize(n);
-      payload = &packed;
+    packed_.resize(ZSTD_compressBound(p.len));
+    size_t n = ZSTD_compress(packed_.data(), packed_.size(), p.raw.data(), p.len, 3);
+    if (!ZSTD_isError(n) && n < p.len) {
+      payload = packed_.data();
+      payload_len = n;
       h.codec = kCodecZstd;
     }
   }
-  h.stored_len = static_cast<uint32_t>(payload->size());
-  h.crc = block_crc(h, payload->data(), payload->size());
+  h.stored_len = static_cast<uint32_t>(payload_len);
+  h.crc = block_crc(h, payload, payload_len);
   put(&h, sizeof h);
-  put(payload->data(), payload->size());
-  p.raw.clear();
+  put(payload, payload_len);
+  p.len = 0;
   p.count = 0;
 }
 

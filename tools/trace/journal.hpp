@@ -67,6 +67,7 @@ class JournalReader {
   // TSC-to-ns fit from the first and last clock blocks (journals straight from the recorder).
   uint64_t clock_tsc0_ = 0, clock_ns0_ = 0;
   long double ns_per_tick_ = 0;
+  __extension__ unsigned __int128 ns_per_tick_q32_ = 0;  // the same rate, 32 fraction bits
   int clock_points_ = 0;
 };
 
@@ -90,7 +91,8 @@ class JournalWriter {
     uint32_t os_tid = 0, count = 0;
     uint64_t base_time = 0;
     CodecState state;
-    std::vector<uint8_t> raw;
+    std::vector<uint8_t> raw;  // raw.size() is capacity; `len` bytes are used
+    size_t len = 0;
   };
   void flush(uint32_t thread, Pending& p);
   void put(const void* data, size_t n);
@@ -100,6 +102,7 @@ class JournalWriter {
   bool compress_;
   uint64_t events_ = 0, bytes_ = 0;
   std::unordered_map<uint32_t, Pending> pending_;
+  std::vector<uint8_t> packed_;  // compression scratch
   std::vector<uint32_t> order_;  // threads in first-seen order, for deterministic output
 };
 

@@ -249,9 +249,8 @@ ThreadLog* acquire_log() {
   return l;
 }
 
-ThreadLog* my_log() {
-  if (tl_log) [[likely]]
-    return tl_log;
+// The calling thread's first event: take a log and register the thread-exit flush.
+__attribute__((noinline)) ThreadLog* first_log() {
   ThreadLog* l = acquire_log();
   if (!l) return nullptr;
   if (tl_thread == 0) tl_thread = g_next_thread.fetch_add(1);
@@ -264,7 +263,17 @@ ThreadLog* my_log() {
   return l;
 }
 
-void append(ThreadLog* log, const Event& e) {
+inline ThreadLog* my_log() {
+  if (tl_log) [[likely]]
+    return tl_log;
+  return first_log();
+}
+
+__attribute__((noinline)) void flush_from_append(ThreadLog* log) {
+  flush_log(log);
+}
+
+[[gnu::always_inline]] inline void append(ThreadLog* log, const Event& e) {
   if (log->count == 0) {
     log->base_time = e.time_ns;
     log->state = CodecState{e.time_ns, 0};
@@ -274,25 +283,32 @@ void append(ThreadLog* log, const Event& e) {
   log->len = static_cast<size_t>(end - payload);
   ++log->count;
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
-    flush_log(log);
+      [[unlikely]]
+    flush_from_append(log);
 }
+
+__attribute__((noinline)) void record_locked(ThreadLog* log, const Event& e);
 
 // Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
 // read-modify-write and no system call except when the 64 KiB buffer fills.
-void record(const Event& e) {
+[[gnu::always_inline]] inline void record(const Event& e) {
   ThreadLog* log = my_log();
   if (!log) return;
   log->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
     log->busy.store(0, std::memory_order_release);
-    lock(log);
-    append(log, e);
-    unlock(log);
+    record_locked(log, e);
     return;
   }
   append(log, e);
   log->busy.store(0, std::memory_order_release);
+}
+
+void record_locked(ThreadLog* log, const Event& e) {
+  lock(log);
+  append(log, e);
+  unlock(log);
 }
 
 // Flushes every log; used at exit and before exec (take_locks), and on fatal signals, where
@@ -495,7 +511,8 @@ inline void ensure_real() {
   }
 }
 
-Event make(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t c, const void* r) {
+[[gnu::always_inline]] inline Event make(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t c,
+                                         const void* r) {
   Event e;
   e.op = op;
   e.time_ns = t;
