@@ -138,6 +138,9 @@ void replay_ops(ThreadArg* arg) {
   while (!g.go.load(std::memory_order_acquire)) _mm_pause();
   for (uint64_t i = 0; i < n; ++i) {
     const PlanOp& op = ops[i];
+    // The slot a few ops ahead will free is often cold: start loading it now.
+    if (i + 8 < n && ops[i + 8].old_slot != kNone)
+      __builtin_prefetch(&g.slots[ops[i + 8].old_slot]);
     if (kPaced) {
       uint64_t due = g.mono0 + static_cast<uint64_t>(static_cast<double>(op.time_ns) / g.speed);
       for (uint64_t now = mono_ns(); now < due; now = mono_ns()) {
