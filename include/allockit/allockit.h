@@ -31,6 +31,38 @@ void ak_free_aligned_sized(void* p, size_t align, size_t size);
 /* Returns cached free memory to the OS at once; returns 1 if any was released. */
 int ak_malloc_trim(size_t pad);
 
+/* Returns memory to the OS: with force, every cached empty slab and cached large mapping at once
+   (what malloc_trim(0) does); without, only what has been idle longer than the purge delay
+   (ALLOCKIT_PURGE_DELAY_MS, default 1000 ms; a background thread does this anyway unless
+   ALLOCKIT_BACKGROUND_PURGE=0). Returns the bytes given back. Thread-safe. */
+size_t ak_collect(int force);
+
+/* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB): `allocated` counts
+   live large blocks exactly and pooled blocks by the capacity of the slabs holding them (an upper
+   bound: exact pooled counts would cost a counter on the fast path). `resident` measures pool
+   regions with mincore and counts live large mappings whole. Thread-safe; other threads may
+   change the numbers while they are read. */
+#define AK_STATS_MAX_CLASSES 64
+typedef struct ak_stats {
+  size_t mapped;    /* address space reserved from the OS */
+  size_t resident;  /* of it, bytes in RAM */
+  size_t active;    /* slabs holding blocks, plus live large mappings */
+  size_t allocated; /* see above */
+  size_t large_blocks, large_bytes, large_cached_bytes;
+  size_t slabs_in_use, slabs_cached;
+  size_t heaps; /* thread heaps created */
+  size_t class_count;
+  struct {
+    size_t block_size, slabs;
+  } classes[AK_STATS_MAX_CLASSES];
+} ak_stats;
+void ak_stats_get(ak_stats* out);
+/* Writes the stats as JSON like snprintf: at most `size` bytes with the NUL, returns the length
+   the whole text needs. Never allocates. */
+size_t ak_stats_json(char* buf, size_t size);
+/* Prints the stats on stderr (write(2), no allocation). ALLOCKIT_STATS=1 does this at exit. */
+void ak_stats_print(void);
+
 /* An arena (see arena.hpp): bump allocation, freed all at once by ak_arena_reset. Not thread-safe.
  */
 typedef struct ak_arena ak_arena;

@@ -2,6 +2,7 @@
 // of live user pointers (open addressing with tombstones, grown by doubling, memory from the OS)
 // and a FIFO cache of freed mappings bounded in count and bytes. One mutex guards all three.
 #include "malloc/large.hpp"
+#include "pool/slab_source.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -29,6 +30,7 @@ static_assert(sizeof(Header) == 32);
 struct Cached {
   char* base;
   std::size_t bytes;
+  std::uint64_t since;  // coarse time it was freed
 };
 
 std::mutex g_lock;
@@ -111,7 +113,7 @@ void cache_or_unmap(char* base, std::size_t bytes) {
       g_mapped -= old.bytes;
       os::release(old.base, old.bytes);
     }
-    g_cache[g_cache_len++] = Cached{base, bytes};
+    g_cache[g_cache_len++] = Cached{base, bytes, os::coarse_now_ns()};
     g_cached_bytes += bytes;
     return;
   }
@@ -148,15 +150,18 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed) noexcept {
 }
 
 bool large_free(void* p) noexcept {
-  std::lock_guard guard(g_lock);
-  const std::size_t slot = find(addr(p));
-  if (slot == g_cap) return false;
-  Header* h = header_of(p);
-  AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
-  erase(slot);
-  g_live_bytes -= h->map_bytes - h->offset;
-  h->magic = 0;
-  cache_or_unmap(static_cast<char*>(p) - h->offset, h->map_bytes);
+  {
+    std::lock_guard guard(g_lock);
+    const std::size_t slot = find(addr(p));
+    if (slot == g_cap) return false;
+    Header* h = header_of(p);
+    AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
+    erase(slot);
+    g_live_bytes -= h->map_bytes - h->offset;
+    h->magic = 0;
+    cache_or_unmap(static_cast<char*>(p) - h->offset, h->map_bytes);
+  }
+  if (g_on_slab_cached) g_on_slab_cached();  // the cache may now hold memory to purge later
   return true;
 }
 
@@ -198,6 +203,25 @@ std::size_t large_trim() noexcept {
     os::release(c.base, c.bytes);
   }
   g_cached_bytes = 0;
+  return bytes;
+}
+
+std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
+  std::lock_guard guard(g_lock);
+  const std::uint64_t now = os::coarse_now_ns();
+  std::size_t bytes = 0, kept = 0;
+  for (std::size_t i = 0; i < g_cache_len; ++i) {  // oldest first; keeps the order of the rest
+    const Cached c = g_cache[i];
+    if (now - c.since >= age_ns) {
+      g_mapped -= c.bytes;
+      g_cached_bytes -= c.bytes;
+      bytes += c.bytes;
+      os::release(c.base, c.bytes);
+    } else {
+      g_cache[kept++] = c;
+    }
+  }
+  g_cache_len = kept;
   return bytes;
 }
 

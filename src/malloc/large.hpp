@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ak::detail {
 
@@ -20,6 +21,8 @@ std::size_t large_usable_size(const void* p) noexcept;
 void* large_realloc(void* p, std::size_t size) noexcept;
 // Effects: unmaps every cached mapping. Returns bytes given back.
 std::size_t large_trim() noexcept;
+// Effects: unmaps cached mappings freed at least `age_ns` ago. Returns bytes given back.
+std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept;
 
 struct LargeStats {
   std::size_t live_blocks, live_bytes, mapped_bytes, cached_bytes;

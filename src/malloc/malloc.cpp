@@ -8,6 +8,7 @@
 #include "allockit/allockit.h"
 #include "core/core.hpp"
 #include "malloc/large.hpp"
+#include "malloc/options.hpp"
 #include "os/os.hpp"
 #include "pool/pool.hpp"
 
@@ -104,6 +105,22 @@ void* memalign_impl(std::size_t align, std::size_t size) {
 
 __attribute__((constructor)) void init_at_load() {
   install_fork_handlers();
+  const Options& o = options();
+  slab_source_set_purge_delay(o.purge_delay_ms * 1'000'000);
+  if (o.verbose)
+    Message()
+        .str("allockit: options: purge delay ")
+        .num(o.purge_delay_ms)
+        .str(" ms, background purge ")
+        .str(o.background_purge ? "on" : "off")
+        .str(", stats at exit ")
+        .str(o.stats_at_exit ? "on" : "off")
+        .print();
+  start_background_purge();
+}
+
+__attribute__((destructor)) void report_at_exit() {
+  if (options().stats_at_exit) ak_stats_print();
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Thread-exit hooks on Linux through pthread keys, and the coarse clock: their destructors run
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "os/os.hpp"
 
@@ -19,6 +22,41 @@ void ThreadExitHook::arm(void* value) noexcept {
 
 bool on_fork(void (*prepare)(), void (*after)()) noexcept {
   return ::pthread_atfork(prepare, after, after) == 0;
+}
+
+namespace {
+void* thread_trampoline(void* fn) {
+  reinterpret_cast<void (*)()>(fn)();
+  return nullptr;
+}
+}  // namespace
+
+bool start_thread(void (*fn)()) noexcept {
+  pthread_attr_t attr;
+  if (::pthread_attr_init(&attr) != 0) return false;
+  ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  ::pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t tid;
+  const bool ok =
+      ::pthread_create(&tid, &attr, thread_trampoline, reinterpret_cast<void*>(fn)) == 0;
+  ::pthread_attr_destroy(&attr);
+  return ok;
+}
+
+void wait_while_equal(const std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
+  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected,
+            nullptr, nullptr, 0);
+}
+
+void wake_all(const std::atomic<std::uint32_t>* word) noexcept {
+  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX,
+            nullptr, nullptr, 0);
+}
+
+void sleep_ns(std::uint64_t ns) noexcept {
+  timespec ts{time_t(ns / 1'000'000'000u), long(ns % 1'000'000'000u)};
+  while (::nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 std::uint64_t coarse_now_ns() noexcept {

@@ -8,7 +8,8 @@
 #include "pool/slab_source.hpp"
 
 namespace ak::detail {
-std::size_t heap_count() noexcept;  // thread heaps ever created (thread_heap.cpp)
-void heaps_lock() noexcept;         // fork support: the heap hand-out lock
+std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
+std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
+void heaps_lock() noexcept;                           // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;
 }  // namespace ak::detail

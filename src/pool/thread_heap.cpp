@@ -100,6 +100,14 @@ void mark_free(Slab* s, void* p) {
     fail_block("double free (or free of a never-allocated block)", s, p);
 }
 
+// Slabs in use per size class (stats only; slow paths only).
+std::atomic<std::uint32_t> g_class_slabs[kClassCount];
+
+void retire_slab(Slab* s) {
+  g_class_slabs[s->size_class].fetch_sub(1, std::memory_order_relaxed);
+  slab_release(s);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Slabs: setup, carving, retirement
 // ---------------------------------------------------------------------------------------------
@@ -108,6 +116,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   bool zeroed = false;
   Slab* s = slab_acquire(&zeroed);
   if (s == nullptr) return nullptr;
+  g_class_slabs[cls].fetch_add(1, std::memory_order_relaxed);
   const std::size_t block = class_size(cls);
   const std::size_t max_blocks = (kSlabSize - sizeof(Slab)) / block;
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
@@ -158,7 +167,7 @@ void* take_block(Slab* s) {
 void settle(Heap* h, Slab* s) {
   if (s->used == 0) {
     if (!s->full) unlink_avail(h, s);
-    slab_release(s);
+    retire_slab(s);
   } else if (s->full) {
     s->full = false;
     link_avail(h, s);
@@ -251,7 +260,7 @@ void abandon_heap(Heap* h) {
     s->used = std::uint32_t((s->carve - s->data) / s->block_size) - on_lists;
     s->counted = true;
     if (s->used == 0) {
-      slab_release(s);
+      retire_slab(s);
     } else if (s->free || s->checked_free || s->carve != s->end) {
       link_avail(h, s);
     } else {
@@ -334,4 +343,10 @@ std::size_t heap_count() noexcept {
   return g_heap_count;
 }
 
+}  // namespace ak::detail
+
+namespace ak::detail {
+std::size_t pool_class_slabs(unsigned cls) noexcept {
+  return cls < kClassCount ? g_class_slabs[cls].load(std::memory_order_relaxed) : 0;
+}
 }  // namespace ak::detail

@@ -1,0 +1,59 @@
+// ALLOCKIT_* options (options.hpp): parsed with getenv and a hand-written number parser, so the
+// library can read them while it is being loaded, before anything else could allocate.
+#include "malloc/options.hpp"
+
+#include <cstdlib>
+
+#include "core/core.hpp"
+
+namespace ak::detail {
+namespace {
+
+void warn(const char* name, const char* value, const char* why) {
+  Message().str("allockit: ignoring ").str(name).str("=").str(value).str(": ").str(why).print();
+}
+
+bool parse_flag(const char* name, bool* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  if ((v[0] == '0' || v[0] == '1') && v[1] == 0) {
+    *out = v[0] == '1';
+    return true;
+  }
+  warn(name, v, "expected 0 or 1");
+  return false;
+}
+
+void parse_ms(const char* name, std::uint64_t max, std::uint64_t* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return;
+  std::uint64_t n = 0;
+  const char* p = v;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    n = n * 10 + std::uint64_t(*p - '0');
+    if (n > max) break;
+  }
+  if (p == v || *p != 0 || n > max) {
+    warn(name, v, "expected milliseconds from 0 to 3600000");
+    return;
+  }
+  *out = n;
+}
+
+Options parse() {
+  Options o;
+  parse_ms("ALLOCKIT_PURGE_DELAY_MS", 3'600'000, &o.purge_delay_ms);
+  parse_flag("ALLOCKIT_BACKGROUND_PURGE", &o.background_purge);
+  parse_flag("ALLOCKIT_STATS", &o.stats_at_exit);
+  parse_flag("ALLOCKIT_VERBOSE", &o.verbose);
+  return o;
+}
+
+}  // namespace
+
+const Options& options() noexcept {
+  static const Options o = parse();
+  return o;
+}
+
+}  // namespace ak::detail

@@ -1,0 +1,23 @@
+// liballockit's run-time options, read once from ALLOCKIT_* environment variables when the
+// library loads (docs/options.md). Reading them never allocates; a bad value is reported on
+// stderr and the default kept.
+#pragma once
+
+#include <cstdint>
+
+namespace ak::detail {
+
+struct Options {
+  std::uint64_t purge_delay_ms = 1000;  // ALLOCKIT_PURGE_DELAY_MS
+  bool background_purge = true;         // ALLOCKIT_BACKGROUND_PURGE
+  bool stats_at_exit = false;           // ALLOCKIT_STATS
+  bool verbose = false;                 // ALLOCKIT_VERBOSE
+};
+
+// The options in force (parsed on first call; defaults until the library's constructor ran).
+const Options& options() noexcept;
+
+// Starts the background purger (purger.cpp) if the options allow; idempotent.
+void start_background_purge() noexcept;
+
+}  // namespace ak::detail

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# liballockit's ALLOCKIT_* options under LD_PRELOAD: idle memory goes back to the OS after the
+# purge delay with the background purge and stays without it; ALLOCKIT_STATS prints at exit; a
+# bad value is reported and ignored.
+# Usage: options_test.sh LIBALLOCKIT_SO IDLE_PURGE_PROGRAM
+set -euo pipefail
+lib=$(realpath "$1")
+prog=$(realpath "$2")
+fail() { echo "FAIL: $*"; exit 1; }
+
+echo "== idle memory returns within the delay (100 ms) with the background purge"
+LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20 || fail "memory not returned while idle"
+
+echo "== and stays without it (negative control)"
+if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5; then
+  fail "memory returned without the background purge: the test would prove nothing"
+fi
+
+echo "== ALLOCKIT_STATS=1 prints stats at exit"
+out=$(LD_PRELOAD="$lib" ALLOCKIT_STATS=1 /bin/true 2>&1)
+grep -q "allockit: stats: mapped" <<<"$out" || fail "no stats: $out"
+
+echo "== a bad value is reported and the default kept"
+out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=soon ALLOCKIT_VERBOSE=1 /bin/true 2>&1)
+grep -q "ignoring ALLOCKIT_PURGE_DELAY_MS=soon" <<<"$out" || fail "no warning: $out"
+grep -q "purge delay 1000 ms" <<<"$out" || fail "default not kept: $out"
+echo "options ok"
