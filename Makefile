@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all test test-release test-asan test-tsan fuzz demo demo-trace bench bench-malloc bench-trace \
+.PHONY: all test test-release test-asan test-tsan fuzz demo demo-trace bench bench-malloc bench-misuse bench-trace \
         format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -55,6 +55,10 @@ bench: all
 
 bench-malloc: all
 	$(PY) bench/run_malloc_bench.py --build $(BUILD) --out bench/results
+
+# Thirty classic misuse cases under every allocator: which ones each detects.
+bench-misuse: all
+	$(PY) bench/run_misuse_bench.py --build $(BUILD) --out bench/results
 
 # Trace lab figures: recording overhead (against heaptrack), replay throughput, journal size,
 # report time; and every ../shared/traces journal replayed against every allocator.
