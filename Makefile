@@ -44,7 +44,7 @@ fuzz:
 
 # The main job: record a real program, replay it against every allocator found here, write the
 # HTML report; then the pool, arena and malloc benchmarks.
-demo: demo-trace bench bench-malloc
+demo: demo-trace bench bench-malloc bench-misuse
 
 demo-trace: all
 	$(PY) bench/run_trace_demo.py --build $(BUILD) --out out/demo
