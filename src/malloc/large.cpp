@@ -2,7 +2,6 @@
 // of live user pointers (open addressing with tombstones, grown by doubling, memory from the OS)
 // and a FIFO cache of freed mappings bounded in count and bytes. One mutex guards all three.
 #include "malloc/large.hpp"
-#include "pool/slab_source.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -161,7 +160,6 @@ bool large_free(void* p) noexcept {
     h->magic = 0;
     cache_or_unmap(static_cast<char*>(p) - h->offset, h->map_bytes);
   }
-  if (g_on_slab_cached) g_on_slab_cached();  // the cache may now hold memory to purge later
   return true;
 }
 

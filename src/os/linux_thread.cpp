@@ -1,8 +1,6 @@
 // Thread-exit hooks on Linux through pthread keys, and the coarse clock: their destructors run
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,16 +39,6 @@ bool start_thread(void (*fn)()) noexcept {
       ::pthread_create(&tid, &attr, thread_trampoline, reinterpret_cast<void*>(fn)) == 0;
   ::pthread_attr_destroy(&attr);
   return ok;
-}
-
-void wait_while_equal(const std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected,
-            nullptr, nullptr, 0);
-}
-
-void wake_all(const std::atomic<std::uint32_t>* word) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX,
-            nullptr, nullptr, 0);
 }
 
 void sleep_ns(std::uint64_t ns) noexcept {

@@ -41,10 +41,6 @@ std::uint64_t coarse_now_ns() noexcept;
 
 // Starts a detached thread running `fn` with a small stack; false if the OS refuses.
 bool start_thread(void (*fn)()) noexcept;
-// Blocks while `*word == expected` (futex); spurious wake-ups are possible.
-void wait_while_equal(const std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept;
-// Wakes every thread blocked in wait_while_equal on `word`.
-void wake_all(const std::atomic<std::uint32_t>* word) noexcept;
 void sleep_ns(std::uint64_t ns) noexcept;
 
 // Registers fork handlers (pthread_atfork): `prepare` runs in the parent before fork, `after` in

@@ -114,22 +114,17 @@ Slab* slab_acquire(bool* zeroed) noexcept {
   return s;
 }
 
-void (*g_on_slab_cached)() noexcept = nullptr;
-
 void slab_release(Slab* slab) noexcept {
-  {
-    std::lock_guard guard(g_lock);
-    --g_in_use;
-    if (g_cache_len == g_cache_cap && !grow_cache()) {
-      // No room to remember it: give its memory back and leak only the address range.
-      os::decommit(slab, kSlabSize);
-      return;
-    }
-    g_cache_time[g_cache_len] = os::coarse_now_ns();
-    g_cache[g_cache_len++] = addr(slab);
-    purge_expired();
+  std::lock_guard guard(g_lock);
+  --g_in_use;
+  if (g_cache_len == g_cache_cap && !grow_cache()) {
+    // No room to remember it: give its memory back and leak only the address range.
+    os::decommit(slab, kSlabSize);
+    return;
   }
-  if (g_on_slab_cached) g_on_slab_cached();
+  g_cache_time[g_cache_len] = os::coarse_now_ns();
+  g_cache[g_cache_len++] = addr(slab);
+  purge_expired();
 }
 
 std::size_t slab_source_purge_expired() noexcept {
@@ -141,11 +136,6 @@ std::size_t slab_source_purge_expired() noexcept {
 std::uint64_t slab_source_purge_delay() noexcept {
   std::lock_guard guard(g_lock);
   return g_purge_delay;
-}
-
-bool slab_source_has_resident_cache() noexcept {
-  std::lock_guard guard(g_lock);
-  return g_cache_len > g_purged;
 }
 
 void slab_source_lock() noexcept {

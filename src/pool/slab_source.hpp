@@ -48,10 +48,5 @@ std::size_t slab_source_trim() noexcept;
 // Effects: decommits cached slabs idle longer than the purge delay. Returns: bytes given back.
 std::size_t slab_source_purge_expired() noexcept;
 std::uint64_t slab_source_purge_delay() noexcept;
-// Returns: whether some cached slab is still resident (work for a background purge).
-bool slab_source_has_resident_cache() noexcept;
-// A function the slab source calls (outside its lock) whenever it caches a resident slab: the
-// malloc layer's background purger hooks in here. Null by default.
-extern void (*g_on_slab_cached)() noexcept;
 
 }  // namespace ak::detail
