@@ -166,9 +166,13 @@ void* ak_realloc(void* p, size_t size) {
   const std::size_t usable = usable_or_die("realloc()", p);
   if (in_pool_region(p)) {
     if (size <= usable && (size > usable / 2 || usable <= 16)) return p;
-  } else if (void* q = large_realloc(p, size)) {
-    return q;
+  } else if (size > kMaxPooledSize || (size <= usable && size >= usable / 2)) {
+    if (void* q = large_realloc(p, size)) return q;
   }
+  // A large block shrunk to a pooled size moves into the pools: left in its own mapping, every
+  // later shrink or growth past half would be an mremap (Python's buffers did this 1.2M times
+  // in the py-euler trace).
+
   void* q = ak_malloc(size);
   if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
   std::memcpy(q, p, usable < size ? usable : size);

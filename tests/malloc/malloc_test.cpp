@@ -101,6 +101,30 @@ TEST(Malloc, ReallocEdgeCasesFollowGlibc) {
   ak_free(q);
 }
 
+TEST(Malloc, LargeGrowthInSmallStepsGetsHeadroom) {
+  // 10% steps from 64 KiB: each growth past the mapping reserves half as much again, so most
+  // steps fit in place and the contents always survive.
+  std::size_t size = 64 << 10;
+  auto* p = static_cast<unsigned char*>(ak_malloc(size));
+  ASSERT_NE(p, nullptr);
+  p[0] = 7;
+  int remaps = 0;
+  for (int step = 0; step < 40; ++step) {
+    const std::size_t usable = ak_malloc_usable_size(p);
+    size += size / 10;
+    p = static_cast<unsigned char*>(ak_realloc(p, size));
+    ASSERT_NE(p, nullptr);
+    p[size - 1] = static_cast<unsigned char>(step);
+    if (size > usable) {
+      ++remaps;
+      EXPECT_GE(ak_malloc_usable_size(p), usable + usable / 2);
+    }
+  }
+  EXPECT_EQ(p[0], 7);
+  EXPECT_LE(remaps, 14);  // 1.1^40 = 45x growth: about log(45) / log(1.5) = 9.4 remaps
+  ak_free(p);
+}
+
 TEST(Malloc, AlignedEntryPoints) {
   for (std::size_t a = 8; a <= (std::size_t(1) << 20); a *= 2) {
     for (std::size_t n : {1, 24, 100, 5000, 70000}) {

@@ -2,6 +2,7 @@
 // add up to the slab total, JSON output behaves like snprintf, ak_collect(1) empties the caches.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ TEST(MallocStats, FollowLargeAndPooledBlocks) {
   ak_stats_get(&after);
   EXPECT_EQ(after.large_blocks, before.large_blocks);
   EXPECT_EQ(class_slab_sum(after), after.slabs_in_use);
+}
+
+TEST(MallocStats, LargeBlockShrunkToPooledSizeLeavesItsMapping) {
+  ak_stats before, after;
+  ak_stats_get(&before);
+  auto* p = static_cast<char*>(ak_malloc(1 << 20));
+  std::memcpy(p, "shrink me", 10);
+  p = static_cast<char*>(ak_realloc(p, 100));  // from here on, growth and shrinks stay in pools
+  ASSERT_NE(p, nullptr);
+  EXPECT_STREQ(p, "shrink me");
+  ak_stats_get(&after);
+  EXPECT_EQ(after.large_blocks, before.large_blocks);
+  p = static_cast<char*>(ak_realloc(p, 3000));
+  EXPECT_STREQ(p, "shrink me");
+  ak_free(p);
 }
 
 TEST(MallocStats, CollectForceEmptiesTheCaches) {
