@@ -122,6 +122,11 @@ thread_local ThreadLog* tl_log = nullptr;
 thread_local uint32_t tl_thread = 0;
 thread_local int tl_busy = 0;  // >0 inside the recorder: nested calls pass straight through
 
+struct Guard {  // marks the thread as inside the recorder (its own calls are not journaled)
+  Guard() { ++tl_busy; }
+  ~Guard() { --tl_busy; }
+};
+
 uint64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -251,6 +256,7 @@ ThreadLog* acquire_log() {
 
 // The calling thread's first event: take a log and register the thread-exit flush.
 __attribute__((noinline)) ThreadLog* first_log() {
+  Guard g;  // pthread_setspecific may allocate: that call is not the program's
   ThreadLog* l = acquire_log();
   if (!l) return nullptr;
   if (tl_thread == 0) tl_thread = g_next_thread.fetch_add(1);
@@ -273,13 +279,21 @@ __attribute__((noinline)) void flush_from_append(ThreadLog* log) {
   flush_log(log);
 }
 
-[[gnu::always_inline]] inline void append(ThreadLog* log, const Event& e) {
+// One call's fields, as encode_call takes them.
+struct Call {
+  Op op;
+  uint64_t time, a, b, c, result;
+  uint32_t duration;
+};
+
+[[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
   if (log->count == 0) {
-    log->base_time = e.time_ns;
-    log->state = CodecState{e.time_ns, 0};
+    log->base_time = k.time;
+    log->state = CodecState{k.time, 0};
   }
   uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  uint8_t* end = encode_event(e, log->state, payload + log->len);
+  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
+                             k.duration);
   log->len = static_cast<size_t>(end - payload);
   ++log->count;
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
@@ -287,27 +301,29 @@ __attribute__((noinline)) void flush_from_append(ThreadLog* log) {
     flush_from_append(log);
 }
 
-__attribute__((noinline)) void record_locked(ThreadLog* log, const Event& e);
+__attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
 
 // Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
 // read-modify-write and no system call except when the 64 KiB buffer fills.
-[[gnu::always_inline]] inline void record(const Event& e) {
+[[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
+                                          const void* result, uint32_t duration = 0) {
+  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration};
   ThreadLog* log = my_log();
   if (!log) return;
   log->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
     log->busy.store(0, std::memory_order_release);
-    record_locked(log, e);
+    record_locked(log, k);
     return;
   }
-  append(log, e);
+  append(log, k);
   log->busy.store(0, std::memory_order_release);
 }
 
-void record_locked(ThreadLog* log, const Event& e) {
+void record_locked(ThreadLog* log, Call k) {
   lock(log);
-  append(log, e);
+  append(log, k);
   unlock(log);
 }
 
@@ -488,11 +504,6 @@ inline bool recording() {
   return g_fd >= 0 && tl_busy == 0;
 }
 
-struct Guard {  // marks the thread as inside the recorder while it writes an event
-  Guard() { ++tl_busy; }
-  ~Guard() { --tl_busy; }
-};
-
 // Runs a real allocator call with the thread marked busy: calls the allocator makes itself
 // (glibc's reallocarray calls realloc through the PLT) are its own, not the program's.
 template <class F>
@@ -511,16 +522,8 @@ inline void ensure_real() {
   }
 }
 
-[[gnu::always_inline]] inline Event make(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t c,
-                                         const void* r) {
-  Event e;
-  e.op = op;
-  e.time_ns = t;
-  e.a = a;
-  e.b = b;
-  e.c = c;
-  e.result = reinterpret_cast<uint64_t>(r);
-  return e;
+inline uint32_t clamp32(uint64_t v) {
+  return v > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
 }
 
 }  // namespace
@@ -536,8 +539,7 @@ void* malloc(size_t n) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.malloc(n); });
   if (rec) {
-    Guard g;
-    record(make(Op::kMalloc, return_ticks(), n, 0, 0, p));
+    record(Op::kMalloc, return_ticks(), n, 0, 0, p);
   }
   return p;
 }
@@ -553,8 +555,7 @@ void* calloc(size_t n, size_t size) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.calloc(n, size); });
   if (rec) {
-    Guard g;
-    record(make(Op::kCalloc, return_ticks(), n, size, 0, p));
+    record(Op::kCalloc, return_ticks(), n, size, 0, p);
   }
   return p;
 }
@@ -563,8 +564,7 @@ void free(void* p) {
   if (is_boot(p)) return;
   ensure_real();
   if (recording()) {
-    Guard g;
-    record(make(Op::kFree, entry_ticks(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr));
+    record(Op::kFree, entry_ticks(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr);
   }
   ++tl_busy;
   g_real.free(p);
@@ -585,10 +585,7 @@ void* realloc(void* old, size_t n) {
   uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.realloc(old, n); });
   uint64_t t1 = return_ticks();
-  Guard g;
-  Event e = make(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p);
-  e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
-  record(e);
+  record(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p, clamp32(t1 - t0));
   return p;
 }
 
@@ -598,10 +595,7 @@ void* reallocarray(void* old, size_t n, size_t size) {
   uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.reallocarray(old, n, size); });
   uint64_t t1 = return_ticks();
-  Guard g;
-  Event e = make(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p);
-  e.duration_ns = static_cast<uint32_t>(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
-  record(e);
+  record(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p, clamp32(t1 - t0));
   return p;
 }
 
@@ -610,22 +604,20 @@ int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
   if (rec) {
-    Guard g;
-    record(make(Op::kPosixMemalign, return_ticks(), align, n, static_cast<uint64_t>(rc),
-                rc == 0 ? *out : nullptr));
+    record(Op::kPosixMemalign, return_ticks(), align, n, static_cast<uint64_t>(rc),
+           rc == 0 ? *out : nullptr);
   }
   return rc;
 }
 
 // The aligned and page-aligned calls share one shape: run the real call, then record.
-#define AK_RECORD_CALL(op, a, b, call)            \
-  ensure_real();                                  \
-  bool rec = recording();                         \
-  void* p = real_call([&] { return call; });      \
-  if (rec) {                                      \
-    Guard g;                                      \
-    record(make(op, return_ticks(), a, b, 0, p)); \
-  }                                               \
+#define AK_RECORD_CALL(op, a, b, call)       \
+  ensure_real();                             \
+  bool rec = recording();                    \
+  void* p = real_call([&] { return call; }); \
+  if (rec) {                                 \
+    record(op, return_ticks(), a, b, 0, p);  \
+  }                                          \
   return p
 
 void* aligned_alloc(size_t align, size_t n) {
