@@ -425,6 +425,13 @@ int open_journal(bool root) {
     std::memcpy(path, t.buf, t.n + 1);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
+      // Out of the way of the program's own descriptors: a program that reuses low numbers
+      // (or closes and reopens them) must never receive our blocks in its files.
+      int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+      if (high >= 0) {
+        close(fd);
+        fd = high;
+      }
       write_header(fd);
       return fd;
     }
