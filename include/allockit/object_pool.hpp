@@ -53,9 +53,7 @@ class ObjectPool {
   // Errors: as BlockPool::deallocate; a checked pool validates before running the destructor.
   void destroy(T* obj) noexcept {
     if (obj == nullptr) return;
-    pool_.check_live(obj);
-    obj->~T();
-    pool_.deallocate(obj);
+    pool_.deallocate_after(obj, [obj] { obj->~T(); });
   }
 
   // Returns: objects alive. Cost: O(pages + free blocks); meant for diagnostics and tests.
