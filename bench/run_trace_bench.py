@@ -74,8 +74,10 @@ def replay_rate(build, journal, out):
     subprocess.run([ak, "replay", journal, "--allocator", null, "--repeat", "3", "--out", out],
                    check=True, stdout=subprocess.DEVNULL)
     s = json.load(open(os.path.join(out, "compare.json")))["results"][0]
-    return {"journal": os.path.basename(journal), "ops": s["ops"], "wall_s": s["wall_s"],
-            "events_per_s": s["ops"] / s["wall_s"], "timer_floor_ns": s["timer_floor_ns"]}
+    # Best of 3: on a shared host other tenants only ever add time.
+    return {"journal": os.path.basename(journal), "ops": s["ops"], "wall_s": s["wall_best_s"],
+            "wall_mean_s": s["wall_s"], "events_per_s": s["ops"] / s["wall_best_s"],
+            "timer_floor_ns": s["timer_floor_ns"]}
 
 
 def synthetic_results(folder, n, names=("glibc",)):
@@ -152,10 +154,12 @@ def render_trace(doc):
                      f"({o['raw_bytes_per_event'] or 0:.2f}) |")
     lines += ["", "`recorder`: the program with liballockit_record.so preloaded (what the program "
               "feels); `allockit record`: the whole command, including the compaction to zstd after "
-              "the program ends.", "", "## Replay bookkeeping (do-nothing allocator, --speed max)", "",
-              "| journal | calls | wall s | calls/s | timer floor min/mean ns |", "|---|---:|---:|---:|---:|"]
+              "the program ends.", "", "## Replay bookkeeping (do-nothing allocator, --speed max, best of 3 runs)", "",
+              "| journal | calls | wall s (best / mean) | calls/s (best) | timer floor min/mean ns |",
+              "|---|---:|---:|---:|---:|"]
     for r in doc["replay"]:
-        lines.append(f"| {r['journal']} | {r['ops']} | {r['wall_s']:.3f} | {r['events_per_s'] / 1e6:.1f}M | "
+        lines.append(f"| {r['journal']} | {r['ops']} | {r['wall_s']:.3f} / {r['wall_mean_s']:.3f} | "
+                     f"{r['events_per_s'] / 1e6:.1f}M | "
                      f"{r['timer_floor_ns']['min']:.0f} / {r['timer_floor_ns']['mean']:.0f} |")
     lines += ["", "## Report", "", "| results folder | seconds |", "|---|---:|"]
     for k, v in doc["report_s"].items():

@@ -39,7 +39,8 @@ struct ReplayResult {
   bool ok = false;
   std::string error;
   uint64_t ops = 0;
-  double wall_s = 0, touch_s = 0;
+  double wall_s = 0, touch_s = 0;  // means over the runs
+  double wall_best_s = 0;          // the fastest run
   double floor_min_ns = 0, floor_mean_ns = 0;
   uint64_t peak_rss = 0, peak_live = 0;
   double overhead = 0;  // peak RSS / peak live bytes
