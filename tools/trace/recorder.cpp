@@ -25,11 +25,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trace/codec.hpp"
+#include "trace/recorder_log.hpp"
 
 using namespace ak::trace;
+using namespace ak::trace::rec;
 
-namespace {
+namespace ak::trace::rec {
 
 // ---- the real allocator ---------------------------------------------------------------------
 struct Real {
@@ -93,254 +94,8 @@ void resolve_real() {
   g_real_state.store(2);
 }
 
-// ---- per-thread logs ------------------------------------------------------------------------
-constexpr size_t kLogBytes = 64 * 1024;
-constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
-struct ThreadLog {
-  ThreadLog* next;              // registry link, never unlinked
-  std::atomic<uint32_t> busy;   // set by the owner while it appends (plain stores, no fence)
-  std::atomic<uint32_t> lock;   // taken by flushers of other threads' logs, and by the owner
-                                // whenever g_sync is set
-  std::atomic<uint32_t> owned;  // 1 while a live thread uses this log
-  uint32_t thread, os_tid, count;
-  uint64_t base_time;
-  CodecState state;
-  size_t len;  // committed payload bytes; an event is counted only once fully written
-  // A clock block, then the event block's header and payload: written with one write(2).
-  alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
-};
-
-std::atomic<ThreadLog*> g_logs{nullptr};
-std::atomic<uint32_t> g_next_thread{1};
-int g_fd = -1;  // journal file; -1: not recording
-bool g_follow_forks = false;
-std::atomic<bool> g_exiting{false};  // after the exit flush, every event is written at once
-pthread_key_t g_key;
 const char* g_out = nullptr;
-
-thread_local ThreadLog* tl_log = nullptr;
-thread_local uint32_t tl_thread = 0;
-thread_local int tl_busy = 0;  // >0 inside the recorder: nested calls pass straight through
-
-struct Guard {  // marks the thread as inside the recorder (its own calls are not journaled)
-  Guard() { ++tl_busy; }
-  ~Guard() { --tl_busy; }
-};
-
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// Event times are TSC ticks (~10 ns to read, against ~25 for clock_gettime); every flush writes
-// a clock block pairing the TSC with CLOCK_MONOTONIC, and readers convert through them.
-// Entry stamps (free, realloc start) use rdtsc: later stores cannot become visible before it.
-// Return stamps use rdtscp: it waits for the call's loads, so a block handed over by another
-// thread's free is always stamped after that free.
-inline uint64_t entry_ticks() {
-  return __rdtsc();
-}
-inline uint64_t return_ticks() {
-  unsigned aux;
-  return __rdtscp(&aux);
-}
-
-// Fills a clock block at `out` (kClockBlockBytes).
-void make_clock_block(uint8_t* out) {
-  uint64_t pt[2];
-  pt[0] = __rdtsc();
-  pt[1] = mono_ns();
-  BlockHeader h{};
-  std::memcpy(h.magic, kBlockMagic, 4);
-  h.codec = kCodecClock;
-  h.stored_len = h.raw_len = 16;
-  h.base_time_ns = pt[1];
-  h.crc = block_crc(h, pt, 16);
-  std::memcpy(out, &h, sizeof h);
-  std::memcpy(out + sizeof h, pt, 16);
-}
-
-void write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;  // disk full or closed: drop the block, never block the program
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// Writes the log's events as one block and empties it. Caller is the owner inside an append,
-// or holds the log's lock with its owner not busy, or is a crash handler (committed events only).
-void flush_log(ThreadLog* log) {
-  if (log->count == 0 || g_fd < 0) return;
-  BlockHeader h{};
-  std::memcpy(h.magic, kBlockMagic, 4);
-  h.codec = kCodecRaw | kTicksFlag;
-  h.stored_len = h.raw_len = static_cast<uint32_t>(log->len);
-  h.event_count = log->count;
-  h.thread = log->thread;
-  h.os_tid = log->os_tid;
-  h.base_time_ns = log->base_time;
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  h.crc = block_crc(h, payload, log->len);
-  std::memcpy(log->block + kClockBlockBytes, &h, sizeof h);
-  make_clock_block(log->block);
-  int saved = errno;
-  write_all(g_fd, log->block, kClockBlockBytes + sizeof h + log->len);
-  errno = saved;
-  log->count = 0;
-  log->len = 0;
-}
-
-void lock(ThreadLog* log) {
-  while (log->lock.exchange(1, std::memory_order_acquire)) {
-  }
-}
-void unlock(ThreadLog* log) {
-  log->lock.store(0, std::memory_order_release);
-}
-
-// Asymmetric synchronisation: the owner's append costs two plain stores; a thread that must
-// flush other threads' logs (exit, exec) sets g_sync and issues membarrier(2), after which
-// every owner either is seen busy (the flusher waits) or sees g_sync and takes the lock.
-std::atomic<bool> g_sync{false};
-int g_membarrier_cmd = 0;  // 0: unavailable, so g_sync is set from the start
-
-void sync_with_owners() {
-  g_sync.store(true, std::memory_order_seq_cst);
-  if (g_membarrier_cmd) syscall(__NR_membarrier, g_membarrier_cmd, 0, 0);
-}
-
-void setup_membarrier() {
-  long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
-    g_membarrier_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
-  else if (cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL))
-    g_membarrier_cmd = MEMBARRIER_CMD_GLOBAL;
-  else
-    g_sync.store(true);
-}
-
-void thread_exit(void* p) {
-  auto* log = static_cast<ThreadLog*>(p);
-  ++tl_busy;
-  lock(log);
-  flush_log(log);
-  unlock(log);
-  tl_log = nullptr;
-  log->owned.store(0, std::memory_order_release);
-  --tl_busy;
-}
-
-// The calling thread's log: reuses one left by an exited thread, else maps a new one.
-ThreadLog* acquire_log() {
-  for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next) {
-    uint32_t zero = 0;
-    if (l->owned.load(std::memory_order_relaxed) == 0 && l->owned.compare_exchange_strong(zero, 1))
-      return l;
-  }
-  void* m =
-      mmap(nullptr, sizeof(ThreadLog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  auto* l = new (m) ThreadLog{};
-  l->owned.store(1);
-  ThreadLog* head = g_logs.load();
-  do l->next = head;
-  while (!g_logs.compare_exchange_weak(head, l));
-  return l;
-}
-
-// The calling thread's first event: take a log and register the thread-exit flush.
-__attribute__((noinline)) ThreadLog* first_log() {
-  Guard g;  // pthread_setspecific may allocate: that call is not the program's
-  ThreadLog* l = acquire_log();
-  if (!l) return nullptr;
-  if (tl_thread == 0) tl_thread = g_next_thread.fetch_add(1);
-  l->thread = tl_thread;
-  l->os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  l->count = 0;
-  l->len = 0;
-  tl_log = l;
-  pthread_setspecific(g_key, l);
-  return l;
-}
-
-inline ThreadLog* my_log() {
-  if (tl_log) [[likely]]
-    return tl_log;
-  return first_log();
-}
-
-__attribute__((noinline)) void flush_from_append(ThreadLog* log) {
-  flush_log(log);
-}
-
-// One call's fields, as encode_call takes them.
-struct Call {
-  Op op;
-  uint64_t time, a, b, c, result;
-  uint32_t duration;
-};
-
-[[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
-  if (log->count == 0) {
-    log->base_time = k.time;
-    log->state = CodecState{k.time, 0};
-  }
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
-                             k.duration);
-  log->len = static_cast<size_t>(end - payload);
-  ++log->count;
-  if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
-      [[unlikely]]
-    flush_from_append(log);
-}
-
-__attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
-
-// Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
-// read-modify-write and no system call except when the 64 KiB buffer fills.
-[[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
-                                          const void* result, uint32_t duration = 0) {
-  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration};
-  ThreadLog* log = my_log();
-  if (!log) return;
-  log->busy.store(1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
-    log->busy.store(0, std::memory_order_release);
-    record_locked(log, k);
-    return;
-  }
-  append(log, k);
-  log->busy.store(0, std::memory_order_release);
-}
-
-void record_locked(ThreadLog* log, Call k) {
-  lock(log);
-  append(log, k);
-  unlock(log);
-}
-
-// Flushes every log; used at exit and before exec (take_locks), and on fatal signals, where
-// waiting is impossible and only committed events are written.
-void flush_all(bool take_locks) {
-  if (take_locks) sync_with_owners();
-  for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next) {
-    if (take_locks) {
-      lock(l);
-      while (l->busy.load(std::memory_order_acquire) && l != tl_log) {
-      }
-    }
-    flush_log(l);
-    if (take_locks) unlock(l);
-  }
-}
+bool g_follow_forks = false;
 
 // ---- the journal file -----------------------------------------------------------------------
 // Formats into a fixed buffer; never allocates.
@@ -533,12 +288,14 @@ inline uint32_t clamp32(uint64_t v) {
   return v > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
 }
 
-}  // namespace
+}  // namespace ak::trace::rec
 
 // ---- the interposed entry points ---------------------------------------------------------------
+#define AK_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 
-void* malloc(size_t n) {
+AK_EXPORT void* malloc(size_t n) {
   if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
     if (g_real_state.load() == 1 || tl_busy) return boot_alloc(n);
     ensure_real();
@@ -551,7 +308,7 @@ void* malloc(size_t n) {
   return p;
 }
 
-void* calloc(size_t n, size_t size) {
+AK_EXPORT void* calloc(size_t n, size_t size) {
   if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
     if (g_real_state.load() == 1 || tl_busy) {
       if (size && n > SIZE_MAX / size) return nullptr;
@@ -567,7 +324,7 @@ void* calloc(size_t n, size_t size) {
   return p;
 }
 
-void free(void* p) {
+AK_EXPORT void free(void* p) {
   if (is_boot(p)) return;
   ensure_real();
   if (recording()) {
@@ -578,7 +335,7 @@ void free(void* p) {
   --tl_busy;
 }
 
-void* realloc(void* old, size_t n) {
+AK_EXPORT void* realloc(void* old, size_t n) {
   if (is_boot(old) || (g_real_state.load() != 2 && (g_real_state.load() == 1 || tl_busy))) {
     void* p = g_real_state.load() == 2 ? g_real.malloc(n) : boot_alloc(n);
     if (p && old) {  // only boot blocks get here: copy what the static buffer can hold
@@ -596,7 +353,7 @@ void* realloc(void* old, size_t n) {
   return p;
 }
 
-void* reallocarray(void* old, size_t n, size_t size) {
+AK_EXPORT void* reallocarray(void* old, size_t n, size_t size) {
   ensure_real();
   if (!recording()) return g_real.reallocarray(old, n, size);
   uint64_t t0 = entry_ticks();
@@ -606,7 +363,7 @@ void* reallocarray(void* old, size_t n, size_t size) {
   return p;
 }
 
-int posix_memalign(void** out, size_t align, size_t n) {
+AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   ensure_real();
   bool rec = recording();
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
@@ -627,45 +384,45 @@ int posix_memalign(void** out, size_t align, size_t n) {
   }                                          \
   return p
 
-void* aligned_alloc(size_t align, size_t n) {
+AK_EXPORT void* aligned_alloc(size_t align, size_t n) {
   AK_RECORD_CALL(Op::kAlignedAlloc, align, n, g_real.aligned_alloc(align, n));
 }
-void* memalign(size_t align, size_t n) {
+AK_EXPORT void* memalign(size_t align, size_t n) {
   AK_RECORD_CALL(Op::kMemalign, align, n, g_real.memalign(align, n));
 }
-void* valloc(size_t n) {
+AK_EXPORT void* valloc(size_t n) {
   AK_RECORD_CALL(Op::kValloc, n, 0, g_real.valloc(n));
 }
-void* pvalloc(size_t n) {
+AK_EXPORT void* pvalloc(size_t n) {
   AK_RECORD_CALL(Op::kPvalloc, n, 0, g_real.pvalloc(n));
 }
 #undef AK_RECORD_CALL
 
 // exec replaces the image, and _exit skips destructors: write what is buffered first.
-int execve(const char* path, char* const argv[], char* const envp[]) {
+AK_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   ensure_real();
   flush_all(true);
   return g_real.execve(path, argv, envp);
 }
-int execvpe(const char* file, char* const argv[], char* const envp[]) {
+AK_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   ensure_real();
   flush_all(true);
   return g_real.execvpe(file, argv, envp);
 }
-int execv(const char* path, char* const argv[]) {
+AK_EXPORT int execv(const char* path, char* const argv[]) {
   return execve(path, argv, environ);
 }
-int execvp(const char* file, char* const argv[]) {
+AK_EXPORT int execvp(const char* file, char* const argv[]) {
   return execvpe(file, argv, environ);
 }
 
-void _exit(int status) {
+AK_EXPORT void _exit(int status) {
   ensure_real();
   flush_all(true);
   g_real.exit_(status);
   __builtin_unreachable();
 }
-void _Exit(int status) {
+AK_EXPORT void _Exit(int status) {
   ensure_real();
   flush_all(true);
   g_real.Exit_(status);

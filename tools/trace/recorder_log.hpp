@@ -1,0 +1,123 @@
+// The recorder's per-thread event logs: what each interposed call appends to, and how logs reach
+// the journal file (one block per write(2)). Internal to liballockit_record.so (recorder.cpp and
+// recorder_log.cpp); nothing here allocates. A log belongs to one thread; other threads touch it
+// only through flush_all(), synchronised by `busy`, `lock` and membarrier(2) (see flush_all).
+#pragma once
+#include <pthread.h>
+#include <x86intrin.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "trace/codec.hpp"
+
+namespace ak::trace::rec {
+
+// ---- per-thread logs ------------------------------------------------------------------------
+constexpr size_t kLogBytes = 64 * 1024;
+constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
+struct ThreadLog {
+  ThreadLog* next;              // registry link, never unlinked
+  std::atomic<uint32_t> busy;   // set by the owner while it appends (plain stores, no fence)
+  std::atomic<uint32_t> lock;   // taken by flushers of other threads' logs, and by the owner
+                                // whenever g_sync is set
+  std::atomic<uint32_t> owned;  // 1 while a live thread uses this log
+  uint32_t thread, os_tid, count;
+  uint64_t base_time;
+  CodecState state;
+  size_t len;  // committed payload bytes; an event is counted only once fully written
+  // A clock block, then the event block's header and payload: written with one write(2).
+  alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
+};
+
+extern std::atomic<ThreadLog*> g_logs;  // registry of every log, never shrinks
+extern std::atomic<uint32_t> g_next_thread;
+extern int g_fd;                     // journal file; -1: not recording
+extern std::atomic<bool> g_exiting;  // after the exit flush, every event is written at once
+extern std::atomic<bool> g_sync;     // flushers of other threads' logs are at work
+extern pthread_key_t g_key;          // its destructor flushes a thread's log at thread exit
+
+extern constinit thread_local ThreadLog* tl_log;
+extern constinit thread_local uint32_t tl_thread;
+extern constinit thread_local int
+    tl_busy;  // >0 inside the recorder: nested calls pass straight through
+
+struct Guard {  // marks the thread as inside the recorder (its own calls are not journaled)
+  Guard() { ++tl_busy; }
+  ~Guard() { --tl_busy; }
+};
+
+// Event times are TSC ticks (~10 ns to read, against ~25 for clock_gettime); every flush writes
+// a clock block pairing the TSC with CLOCK_MONOTONIC, and readers convert through them.
+// Entry stamps (free, realloc start) use rdtsc: later stores cannot become visible before it.
+// Return stamps use rdtscp: it waits for the call's loads, so a block handed over by another
+// thread's free is always stamped after that free.
+inline uint64_t entry_ticks() {
+  return __rdtsc();
+}
+inline uint64_t return_ticks() {
+  unsigned aux;
+  return __rdtscp(&aux);
+}
+
+uint64_t mono_ns();
+void write_all(int fd, const void* data, size_t n);
+void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
+void flush_log(ThreadLog* log);
+void flush_all(bool take_locks);
+void setup_membarrier();
+void thread_exit(void* log);
+
+__attribute__((noinline)) ThreadLog* first_log();
+__attribute__((noinline)) void flush_from_append(ThreadLog* log);
+
+inline ThreadLog* my_log() {
+  if (tl_log) [[likely]]
+    return tl_log;
+  return first_log();
+}
+
+// One call's fields, as encode_call takes them.
+struct Call {
+  Op op;
+  uint64_t time, a, b, c, result;
+  uint32_t duration;
+};
+
+__attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
+
+[[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
+  if (log->count == 0) {
+    log->base_time = k.time;
+    log->state = CodecState{k.time, 0};
+  }
+  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
+  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
+                             k.duration);
+  log->len = static_cast<size_t>(end - payload);
+  ++log->count;
+  if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
+      [[unlikely]]
+    flush_from_append(log);
+}
+
+// Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
+// read-modify-write and no system call except when the 64 KiB buffer fills.
+[[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
+                                          const void* result, uint32_t duration = 0) {
+  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration};
+  ThreadLog* log = my_log();
+  if (!log) return;
+  log->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
+    log->busy.store(0, std::memory_order_release);
+    record_locked(log, k);
+    return;
+  }
+  append(log, k);
+  log->busy.store(0, std::memory_order_release);
+}
+
+}  // namespace ak::trace::rec
