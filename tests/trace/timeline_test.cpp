@@ -46,6 +46,15 @@ TEST(Timeline, ReallocReleasesAtEntryAndAcquiresAtReturn) {
   EXPECT_EQ(tl.per_thread[0][1].slot, 2u);
 }
 
+TEST(Timeline, CallOrderWinsOverStampsWithinAThread) {
+  // free's entry stamp (t=95) read before the preceding malloc's return stamp (t=100).
+  Trace t = two_threads({ev(Op::kMalloc, 100, 8, 0, 0x100), ev(Op::kFree, 95, 0x100, 0, 0)}, {});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[0][1].old_slot, 0u);
+  EXPECT_EQ(tl.peak_live_count, 1u);
+}
+
 TEST(Timeline, DamagedJournalsAreRepairedAndCounted) {
   Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), ev(Op::kMalloc, 20, 8, 0, 0x100),
                          ev(Op::kFree, 30, 0x999, 0, 0), ev(Op::kRealloc, 40, 0x777, 16, 0x300),

@@ -39,7 +39,9 @@ struct Key {
   bool operator<(const Key& o) const {
     if (time != o.time) return time < o.time;
     if (thread != o.thread) return thread < o.thread;
-    return index < o.index;  // same thread: call order, release half before acquire half
+    // Same thread: call order, and within a call its release half before its acquire half.
+    const uint32_t a = index & 0x7fffffffu, b = o.index & 0x7fffffffu;
+    return a != b ? a < b : index < o.index;
   }
 };
 constexpr uint32_t kAcquire = 1u << 31;
@@ -64,14 +66,23 @@ Timeline resolve(const Trace& trace) {
   for (uint32_t ti = 0; ti < trace.threads.size(); ++ti) {
     const auto& evs = trace.threads[ti].events;
     tl.per_thread[ti].resize(evs.size());
+    // A thread's calls happen in its call order, whatever their stamps say: an entry stamp
+    // (rdtsc) may be read a few cycles before the previous call's return stamp, so times are
+    // made non-decreasing along the thread. Raising a stamp to its predecessor's keeps it before
+    // anything the call makes visible to other threads.
+    uint64_t last = 0;
     for (uint32_t i = 0; i < evs.size(); ++i) {
       const Event& e = evs[i];
       if (releases(e)) {
         uint64_t start =
             is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
-        keys.push_back({start, ti, i});
+        last = std::max(start, last);
+        keys.push_back({last, ti, i});
       }
-      if (returns_block(e.op)) keys.push_back({e.time_ns, ti, i | kAcquire});
+      if (returns_block(e.op)) {
+        last = std::max(e.time_ns, last);
+        keys.push_back({last, ti, i | kAcquire});
+      }
     }
   }
   std::sort(keys.begin(), keys.end());
