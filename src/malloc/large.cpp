@@ -149,17 +149,15 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed) noexcept {
 }
 
 bool large_free(void* p) noexcept {
-  {
-    std::lock_guard guard(g_lock);
-    const std::size_t slot = find(addr(p));
-    if (slot == g_cap) return false;
-    Header* h = header_of(p);
-    AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
-    erase(slot);
-    g_live_bytes -= h->map_bytes - h->offset;
-    h->magic = 0;
-    cache_or_unmap(static_cast<char*>(p) - h->offset, h->map_bytes);
-  }
+  std::lock_guard guard(g_lock);
+  const std::size_t slot = find(addr(p));
+  if (slot == g_cap) return false;
+  Header* h = header_of(p);
+  AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
+  erase(slot);
+  g_live_bytes -= h->map_bytes - h->offset;
+  h->magic = 0;
+  cache_or_unmap(static_cast<char*>(p) - h->offset, h->map_bytes);
   return true;
 }
 
@@ -196,18 +194,6 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   return q;
 }
 
-std::size_t large_trim() noexcept {
-  std::lock_guard guard(g_lock);
-  const std::size_t bytes = g_cached_bytes;
-  while (g_cache_len > 0) {
-    Cached c = g_cache[--g_cache_len];
-    g_mapped -= c.bytes;
-    os::release(c.base, c.bytes);
-  }
-  g_cached_bytes = 0;
-  return bytes;
-}
-
 std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
   std::lock_guard guard(g_lock);
   const std::uint64_t now = os::coarse_now_ns();
@@ -225,6 +211,10 @@ std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
   }
   g_cache_len = kept;
   return bytes;
+}
+
+std::size_t large_trim() noexcept {
+  return large_purge_older_than(0);
 }
 
 void large_lock() noexcept {

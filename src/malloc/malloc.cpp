@@ -164,14 +164,12 @@ void* ak_realloc(void* p, size_t size) {
     return nullptr;
   }
   const std::size_t usable = usable_or_die("realloc()", p);
-  if (in_pool_region(p)) {
-    if (size <= usable && (size > usable / 2 || usable <= 16)) return p;
-  } else if (size > kMaxPooledSize || (size <= usable && size >= usable / 2)) {
-    if (void* q = large_realloc(p, size)) return q;
-  }
-  // A large block shrunk to a pooled size moves into the pools: left in its own mapping, every
+  if (size <= usable && (size > usable / 2 || usable <= 16)) return p;  // fits, wasting < half
+  // A large block resized to a pooled size moves into the pools: left in its own mapping, every
   // later shrink or growth past half would be an mremap (Python's buffers did this 1.2M times
   // in the py-euler trace).
+  if (size > kMaxPooledSize && !in_pool_region(p))
+    if (void* q = large_realloc(p, size)) return q;
 
   void* q = ak_malloc(size);
   if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
@@ -240,8 +238,7 @@ void ak_free_aligned_sized(void* p, size_t, size_t) {
 }
 
 int ak_malloc_trim(size_t) {
-  const std::size_t released = ak::pool_trim() + large_trim();
-  return released > 0 ? 1 : 0;
+  return ak_collect(1) > 0 ? 1 : 0;
 }
 
 }  // extern "C"

@@ -13,15 +13,13 @@ void warn(const char* name, const char* value, const char* why) {
   Message().str("allockit: ignoring ").str(name).str("=").str(value).str(": ").str(why).print();
 }
 
-bool parse_flag(const char* name, bool* out) {
+void parse_flag(const char* name, bool* out) {
   const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  if ((v[0] == '0' || v[0] == '1') && v[1] == 0) {
+  if (v == nullptr) return;
+  if ((v[0] == '0' || v[0] == '1') && v[1] == 0)
     *out = v[0] == '1';
-    return true;
-  }
-  warn(name, v, "expected 0 or 1");
-  return false;
+  else
+    warn(name, v, "expected 0 or 1");
 }
 
 void parse_ms(const char* name, std::uint64_t max, std::uint64_t* out) {

@@ -7,8 +7,8 @@
 // forked child has no purger: it purges on allocator activity.
 #include <atomic>
 
+#include "allockit/allockit.h"
 #include "core/core.hpp"
-#include "malloc/large.hpp"
 #include "malloc/options.hpp"
 #include "os/os.hpp"
 #include "pool/pool.hpp"
@@ -22,7 +22,7 @@ void purger_main() {
   for (;;) {
     const std::uint64_t delay = slab_source_purge_delay();
     os::sleep_ns(delay == 0 ? 1'000'000'000 : delay < 10'000'000 ? 10'000'000 : delay);
-    const std::size_t bytes = slab_source_purge_expired() + large_purge_older_than(delay);
+    const std::size_t bytes = ak_collect(0);
     if (bytes && options().verbose)
       Message().str("allockit: background purge returned ").num(bytes).str(" bytes").print();
   }

@@ -2,7 +2,6 @@
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
 #include <pthread.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "os/os.hpp"
 

@@ -3,7 +3,6 @@
 // caller. All functions are thread-safe and never allocate.
 #pragma once
 
-#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>

@@ -85,9 +85,9 @@ std::size_t purge_older_than(std::uint64_t cutoff) {
   return bytes;
 }
 
-void purge_expired() {
+std::size_t purge_expired() {
   const std::uint64_t now = os::coarse_now_ns();
-  if (now > g_purge_delay) purge_older_than(now - g_purge_delay);
+  return now > g_purge_delay ? purge_older_than(now - g_purge_delay) : 0;
 }
 
 }  // namespace
@@ -129,8 +129,7 @@ void slab_release(Slab* slab) noexcept {
 
 std::size_t slab_source_purge_expired() noexcept {
   std::lock_guard guard(g_lock);
-  const std::uint64_t now = os::coarse_now_ns();
-  return now > g_purge_delay ? purge_older_than(now - g_purge_delay) : 0;
+  return purge_expired();
 }
 
 std::uint64_t slab_source_purge_delay() noexcept {

@@ -343,10 +343,8 @@ std::size_t heap_count() noexcept {
   return g_heap_count;
 }
 
-}  // namespace ak::detail
-
-namespace ak::detail {
 std::size_t pool_class_slabs(unsigned cls) noexcept {
   return cls < kClassCount ? g_class_slabs[cls].load(std::memory_order_relaxed) : 0;
 }
+
 }  // namespace ak::detail
