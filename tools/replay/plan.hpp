@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "trace/event.hpp"
+
 namespace ak::replay {
 
 inline constexpr char kPlanMagic[8] = {'A', 'K', 'P', 'L', 'A', 'N', '0', '1'};
@@ -26,6 +28,13 @@ struct PlanOp {
   uint8_t pad[6];
 };
 static_assert(sizeof(PlanOp) == 40);
+
+// The bytes an op asks for: count * size for calloc and reallocarray.
+inline uint64_t op_bytes(const PlanOp& op) {
+  const bool counted =
+      op.kind == uint8_t(trace::Op::kCalloc) || op.kind == uint8_t(trace::Op::kReallocarray);
+  return counted ? op.size * op.arg : op.size;
+}
 
 struct PlanHeader {
   char magic[8];

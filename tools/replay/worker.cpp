@@ -24,6 +24,7 @@
 #include "replay/plan.hpp"
 
 using namespace ak::replay;
+using ak::trace::Op;
 
 namespace {
 
@@ -159,35 +160,35 @@ void replay_ops(ThreadArg* arg) {
     }
     void* p = nullptr;
     uint64_t t0 = tsc_begin();
-    switch (op.kind) {
-      case 0:
+    switch (static_cast<Op>(op.kind)) {
+      case Op::kMalloc:
         p = malloc(op.size);
         break;
-      case 1:
+      case Op::kCalloc:
         p = calloc(op.size, op.arg);
         break;
-      case 2:
+      case Op::kRealloc:
         p = realloc(old, op.size);
         break;
-      case 3:
+      case Op::kFree:
         free(old);
         break;
-      case 4:
+      case Op::kPosixMemalign:
         if (posix_memalign(&p, op.arg, op.size) != 0) p = nullptr;
         break;
-      case 5:
+      case Op::kAlignedAlloc:
         p = aligned_alloc(op.arg, op.size);
         break;
-      case 6:
+      case Op::kMemalign:
         p = memalign(op.arg, op.size);
         break;
-      case 7:
+      case Op::kValloc:
         p = valloc(op.size);
         break;
-      case 8:
+      case Op::kPvalloc:
         p = pvalloc(op.size);
         break;
-      case 9:
+      case Op::kReallocarray:
         p = reallocarray(old, op.size, op.arg);
         break;
     }
@@ -197,9 +198,8 @@ void replay_ops(ThreadArg* arg) {
     trel[i] = static_cast<uint32_t>((t0 - g.tsc0) >> 10);
     if (op.slot != kNone) {
       if (kTouch && p) {
-        uint64_t bytes = op.kind == 1 || op.kind == 9 ? op.size * op.arg : op.size;
         uint64_t a = tsc_begin();
-        touch(p, bytes);
+        touch(p, op_bytes(op));
         touch_ticks += tsc_end() - a;
       }
       g.slots[op.slot].store(p ? reinterpret_cast<uintptr_t>(p) : 1, std::memory_order_release);
@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
   auto* kinds = static_cast<uint8_t*>(map_zero(nops + 1));
   for (uint64_t i = 0; i < nops; ++i) {
     const PlanOp& op = g.ops[i];
-    uint64_t bytes = op.kind == 1 || op.kind == 9 ? op.size * op.arg : op.size;
+    const uint64_t bytes = op_bytes(op);
     sizes[i] = bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
     kinds[i] = op.kind;
   }

@@ -48,26 +48,33 @@ std::string meta_get(const Meta& m, const std::string& key, const std::string& f
 }
 
 // ---- reader -----------------------------------------------------------------------------------
-JournalReader::JournalReader(const std::string& path) {
-  f_ = std::fopen(path.c_str(), "rb");
-  if (!f_) throw JournalError(path + ": cannot open (" + std::strerror(errno) + ")", 0);
-  try {
-    open_header();
-  } catch (...) {
-    std::fclose(f_);
-    throw;
-  }
+namespace {
+
+FILE* open_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw JournalError(path + ": cannot open (" + std::strerror(errno) + ")", 0);
+  return f;
 }
 
-JournalReader::JournalReader(const void* data, size_t size) {
-  f_ = size ? fmemopen(const_cast<void*>(data), size, "rb") : std::tmpfile();
-  if (!f_) throw JournalError("cannot open memory buffer", 0);
-  try {
-    open_header();
-  } catch (...) {
-    std::fclose(f_);
-    throw;
-  }
+FILE* open_memory(const void* data, size_t size) {
+  FILE* f = size ? fmemopen(const_cast<void*>(data), size, "rb") : std::tmpfile();
+  if (!f) throw JournalError("cannot open memory buffer", 0);
+  return f;
+}
+
+}  // namespace
+
+// The public constructors delegate to this one, so a header that does not check out still runs
+// the destructor (and closes the file).
+JournalReader::JournalReader(FILE* f) : f_(f) {}
+
+JournalReader::JournalReader(const std::string& path) : JournalReader(open_file(path)) {
+  open_header();
+}
+
+JournalReader::JournalReader(const void* data, size_t size)
+    : JournalReader(open_memory(data, size)) {
+  open_header();
 }
 
 JournalReader::~JournalReader() {

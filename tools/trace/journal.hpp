@@ -54,6 +54,7 @@ class JournalReader {
   uint64_t offset() const { return offset_; }
 
  private:
+  explicit JournalReader(FILE* f);
   void open_header();
   void scan_clocks();
   size_t read(void* dst, size_t n);
