@@ -106,10 +106,15 @@ def write_results(out_dir, stem, result, markdown):
     print(markdown)
 
 
-def result_doc(argv, timings, **extra):
+def malloc_allocators(build):
+    """Every malloc the suites compare, by name: glibc (no preload), the Debian peers, allockit."""
+    return {"glibc": None, **PRELOADS, "allockit": os.path.abspath(os.path.join(build, "liballockit.so"))}
+
+
+def result_doc(argv, timings, make_target="make demo", **extra):
     """The self-describing result document every suite writes."""
     doc = {
-        "command": "make demo  (= " + " ".join(["python3"] + argv) + ")",
+        "command": f"{make_target}  (= " + " ".join(["python3"] + argv) + ")",
         "machine": machine(),
         "build_type": "RelWithDebInfo (-O2 -g), AK_DEBUG off",
         "versions": versions(),

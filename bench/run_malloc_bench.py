@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
+import table  # noqa: E402
 
 WORKLOADS = ["larson", "xmalloc", "thread_churn", "mixed_lifetimes", "random_sizes",
              "large_blocks", "realloc_growth", "large_calloc"]
@@ -39,9 +40,7 @@ def geomean(xs):
 def render(doc):
     allocs = list(doc["allocators"])
     cells = {(c["allocator"], c["workload"]): c for c in doc["cells"]}
-    lines = [f"# malloc workloads (issue 4)", "", f"Command: `{doc['command']}`  ",
-             f"Machine: {doc['machine']}  ", f"Build: {doc['build_type']}  ",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+    lines = table.header(doc, "malloc workloads (issue 4)") + [
              "Each cell is the median of 3 runs, each allocator in its own process (LD_PRELOAD;",
              "glibc runs without). Time ratio columns: allockit over the peer (below 1: allockit faster).",
              "", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
@@ -88,8 +87,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "malloc_workloads")
-    allocators = {"glibc": None, **benchlib.PRELOADS,
-                  "allockit": os.path.abspath(os.path.join(args.build, "liballockit.so"))}
+    allocators = benchlib.malloc_allocators(args.build)
     cells = []
     for name, lib in allocators.items():
         for w in WORKLOADS:
@@ -97,7 +95,7 @@ def main():
             cell = run_cell(binary, w, lib, args.reps)
             cell["allocator"] = name
             cells.append(cell)
-    doc = benchlib.result_doc(sys.argv, [], allocators=allocators, cells=cells)
+    doc = benchlib.result_doc(sys.argv, [], "make bench-malloc", allocators=allocators, cells=cells)
     benchlib.write_results(args.out, "malloc", doc, render(doc))
 
 

@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
+import table  # noqa: E402
 
 
 def outcome(binary, case, preload):
@@ -34,15 +35,12 @@ def main():
     binary = os.path.join(a.build, "bench", "misuse_cases")
     names = dict(line.split("\t", 1) for line in
                  subprocess.run([binary, "list"], capture_output=True, text=True, check=True).stdout.splitlines())
-    allocators = {"glibc": None, **benchlib.PRELOADS,
-                  "allockit": os.path.abspath(os.path.join(a.build, "liballockit.so"))}
+    allocators = benchlib.malloc_allocators(a.build)
     cells = {name: {c: outcome(binary, c, lib) for c in names} for name, lib in allocators.items()}
-    doc = benchlib.result_doc(sys.argv, [], allocators=allocators, cases=names,
+    doc = benchlib.result_doc(sys.argv, [], "make bench-misuse", allocators=allocators, cases=names,
                               cells={n: {c: list(v) for c, v in d.items()} for n, d in cells.items()})
     mark = {"detected": "abort", "crash": "SEGV", "missed": "-"}
-    lines = ["# Misuse detection (issue 4)", "",
-             f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+    lines = table.header(doc, "Misuse detection (issue 4)") + [
              "Each case runs in its own process under each allocator (LD_PRELOAD; glibc with none, "
              "MALLOC_CHECK_=0). `abort`: the allocator stopped the program with its own report "
              "(detected); `SEGV`: it crashed; `-`: the misuse passed silently.", "",

@@ -22,6 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
+import table  # noqa: E402
 
 TRACES = os.path.join(HERE, "..", "..", "shared", "traces")
 
@@ -136,13 +137,8 @@ def fmt_ns(v):
 
 
 def render_trace(doc):
-    lines = ["# Trace lab figures (issue 5)", "",
-             f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
-             f"Build: {doc['build_type']}  ",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
-             "## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for t in doc["targets"]:
-        lines.append(f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |")
+    lines = table.header(doc, "Trace lab figures (issue 5)") + table.targets_table(
+        [(t["target"], t["measured"], t["met"]) for t in doc["targets"]])
     lines += ["", "## Recording overhead (median wall time of 5 interleaved runs)", "",
               "| program | events | native s | recorder | allockit record | heaptrack | bytes/event (raw) |",
               "|---|---:|---:|---:|---:|---:|---:|"]
@@ -168,9 +164,7 @@ def render_trace(doc):
 
 
 def render_traces(doc):
-    lines = ["# ../shared/traces replayed against every allocator (issue 5)", "",
-             f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+    lines = table.header(doc, "../shared/traces replayed against every allocator (issue 5)") + [
              "Each trace imported with `allockit import --format valgrind`, then `allockit compare "
              f"--allocators all --repeat {doc['repeat']}` (speed max, touch none): one process per "
              "allocator and run; latency of every call in ns, all kinds pooled. Peak RSS is the "
@@ -248,11 +242,11 @@ def main():
         ]
         for o in over:
             o.pop("journal", None)
-        doc = benchlib.result_doc(sys.argv, [], overhead=over, replay=replay, report_s=rep, targets=targets)
+        doc = benchlib.result_doc(sys.argv, [], "make bench-trace", overhead=over, replay=replay, report_s=rep, targets=targets)
         benchlib.write_results(a.out, "trace", doc, render_trace(doc))
         if not a.skip_traces and os.path.isdir(TRACES):
             traces = shared_traces(build, tmp, a.repeat)
-            tdoc = benchlib.result_doc(sys.argv, [], traces=traces, repeat=a.repeat)
+            tdoc = benchlib.result_doc(sys.argv, [], "make bench-trace", traces=traces, repeat=a.repeat)
             benchlib.write_results(a.out, "traces", tdoc, render_traces(tdoc))
 
 

@@ -17,15 +17,22 @@ def fmt_ns(ns):
     return f"{ns:.3g} ns"
 
 
+def header(doc, title):
+    """The title and the run's provenance: command, machine, build, versions."""
+    return [f"# {title}", "", f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
+            f"Build: {doc['build_type']}  ",
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), ""]
+
+
+def targets_table(targets):
+    """targets: [(name, measured text, ok)]."""
+    return ["## Targets", "", "| target | measured | met |", "|---|---|---|"] + [
+        f"| {name} | {measured} | {'yes' if ok else '**no**'} |" for name, measured, ok in targets]
+
+
 def render(doc, title, intro, targets, ref_of, extra_of, extra_header):
     """targets: [(name, measured, ok)]; ref_of(group) -> reference contender; extra_of(row) -> str."""
-    lines = [f"# {title}", "", f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}  ",
-             f"Build: {doc['build_type']}  ",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), ""]
-    lines += intro + ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for name, measured, ok in targets:
-        lines.append(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
-    lines += ["", "## Timings", ""]
+    lines = header(doc, title) + intro + [""] + targets_table(targets) + ["", "## Timings", ""]
     for group, rows in sorted(by_group(doc["timings"]).items()):
         ref = rows.get(ref_of(group))
         lines += [f"### {group}", "", f"| contender | time | ratio | {extra_header(group)} |",
