@@ -87,7 +87,7 @@ __attribute__((target("sse4.2"))) inline uint32_t crc32c_hw(uint32_t crc, const 
 #endif
 
 // Continues a CRC: pass 0 to start, the previous result to extend.
-inline uint32_t crc32(uint32_t crc, const void* data, size_t n) {
+inline uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__)
   static const bool hw = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
@@ -98,7 +98,7 @@ inline uint32_t crc32(uint32_t crc, const void* data, size_t n) {
 
 inline uint32_t block_crc(BlockHeader h, const void* payload, size_t n) {
   h.crc = 0;
-  return crc32(crc32(0, &h, sizeof h), payload, n);
+  return crc32c(crc32c(0, &h, sizeof h), payload, n);
 }
 
 // ---- varints ----------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ void JournalReader::open_header() {
   std::string meta(h.meta_len, '\0');
   if (read(meta.data(), meta.size()) != meta.size())
     throw JournalError("truncated metadata", offset_);
-  if (crc32(0, meta.data(), meta.size()) != h.meta_crc)
+  if (crc32c(0, meta.data(), meta.size()) != h.meta_crc)
     throw JournalError("metadata checksum mismatch", sizeof h);
   size_t pos = 0;
   while (pos < meta.size()) {
@@ -228,7 +228,7 @@ JournalWriter::JournalWriter(const std::string& path, const Meta& meta, bool com
   std::memcpy(h.magic, kFileMagic, 8);
   h.version = kVersion;
   h.meta_len = static_cast<uint32_t>(text.size());
-  h.meta_crc = crc32(0, text.data(), text.size());
+  h.meta_crc = crc32c(0, text.data(), text.size());
   put(&h, sizeof h);
   put(text.data(), text.size());
 }

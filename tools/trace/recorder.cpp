@@ -160,7 +160,7 @@ void write_header(int fd) {
   std::memcpy(h.magic, kFileMagic, 8);
   h.version = kVersion;
   h.meta_len = static_cast<uint32_t>(t.n);
-  h.meta_crc = crc32(0, t.buf, t.n);
+  h.meta_crc = crc32c(0, t.buf, t.n);
   write_all(fd, &h, sizeof h);
   write_all(fd, t.buf, t.n);
   uint8_t clock[kClockBlockBytes];

@@ -88,10 +88,7 @@ Timeline resolve(const Trace& trace) {
   std::sort(keys.begin(), keys.end());
   if (!keys.empty()) tl.first_ns = keys.front().time, tl.last_ns = keys.back().time;
 
-  struct Live {
-    uint32_t slot;
-  };
-  std::unordered_map<uint64_t, Live> live;
+  std::unordered_map<uint64_t, uint32_t> live;  // live address -> its slot
   live.reserve(1024);
   uint64_t live_bytes = 0, live_count = 0;
   auto release_slot = [&](uint32_t slot, uint32_t by_thread, uint64_t t) {
@@ -113,7 +110,7 @@ Timeline resolve(const Trace& trace) {
           ++tl.problems.unknown_reallocs;
         continue;
       }
-      r.old_slot = it->second.slot;
+      r.old_slot = it->second;
       release_slot(r.old_slot, k.thread, k.time);
       live.erase(it);
       continue;
@@ -122,12 +119,12 @@ Timeline resolve(const Trace& trace) {
       if (!(is_realloc(e.op) && requested_bytes(e) == 0)) ++tl.problems.failed_allocs;
       continue;
     }
-    auto [it, fresh] = live.try_emplace(e.result, Live{tl.slots});
+    auto [it, fresh] = live.try_emplace(e.result, tl.slots);
     if (!fresh) {  // the program freed this block but the journal lost the free
       ++tl.problems.reused_live;
-      r.repair_slot = it->second.slot;
+      r.repair_slot = it->second;
       release_slot(r.repair_slot, k.thread, k.time);
-      it->second.slot = tl.slots;
+      it->second = tl.slots;
     }
     r.slot = tl.slots++;
     tl.slot_bytes.push_back(requested_bytes(e));
