@@ -47,7 +47,7 @@ struct BlockHeader {
   uint32_t event_count;
   uint32_t thread;  // ordinal of the thread within its process, from 1
   uint32_t os_tid;
-  uint32_t crc;           // crc32 of this header (crc field zero) followed by the stored payload
+  uint32_t crc;           // CRC-32C of this header (crc field zero) followed by the stored payload
   uint64_t base_time_ns;  // the first event's time delta is taken from here
 };
 static_assert(sizeof(BlockHeader) == 40);
