@@ -66,7 +66,11 @@ def render_markdown(doc):
         "the allockit reference row of its group (ak_object_pool for the object suites,",
         "ak_pool_allocator for containers): above 1 means slower than allockit. Rows tagged",
         "`@jemalloc` etc. ran in a process started with LD_PRELOAD. Bulk rows time the destroy",
-        "phase only (the create phase is the last column)."]
+        "phase only (the create phase is the last column). Interleaved rows take about 1 ns per",
+        "pair; their time is the median over "
+        f"{doc.get('layout_processes', 1)} processes (each a median of 9 repetitions), so",
+        "no single process's placement of stack, pool and blocks decides a ratio.",
+        "`*_global` rows hold the same pool in static storage instead of the benchmark's frame."]
     lines = render(doc, "Pool benchmarks (issue 2)", intro, targets(doc), _ref, _extra,
                    lambda g: "create (s)" if g.startswith("bulk") else "insert / iterate / clear (ms)")
     if doc.get("memory"):

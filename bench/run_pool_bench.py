@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--filter", default=".", help="Google Benchmark filter for the glibc run")
+    ap.add_argument("--layout-processes", type=int, default=6,
+                    help="extra processes for the interleaved rows (median over all)")
     ap.add_argument("--rss-sizes", default="10000000,100000000")
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "pool_bench")
@@ -52,8 +54,10 @@ def main():
                               drop_numeric_heads=("list_10M", "umap_string_10M", "map_1M"),
                               counters=("insert_ms", "iterate_ms", "clear_ms", "create_s"),
                               filt=args.filter)
+    benchlib.remeasure_across_processes(binary, tmp, rows, "^interleaved/", args.layout_processes)
     memory = rss_rows(binary, [int(s) for s in args.rss_sizes.split(",") if s])
-    result = benchlib.result_doc(sys.argv, rows, memory=memory)
+    result = benchlib.result_doc(sys.argv, rows, memory=memory,
+                                 layout_processes=args.layout_processes + 1)
     benchlib.write_results(args.out, "pools", result, render_markdown(result))
 
 

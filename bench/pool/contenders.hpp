@@ -94,6 +94,26 @@ struct AkObjectPool {
   void destroy(Obj<N>* p) { pool.destroy(p); }
 };
 
+// The same two pools with static storage, reached through a global as a program-wide pool per
+// type is: their state is no longer in the benchmark's stack frame, where this CPU can forward
+// stack-relative stores to loads at no cost. Shows what that placement is worth next to the
+// shared pools (whose state is per thread, never on the caller's stack).
+template <std::size_t N>
+struct BoostObjectPoolGlobal {
+  static constexpr const char* kName = "boost_object_pool_global";
+  static inline boost::object_pool<Obj<N>> pool;
+  Obj<N>* create() { return pool.construct(); }
+  void destroy(Obj<N>* p) { pool.destroy(p); }
+};
+
+template <std::size_t N>
+struct AkObjectPoolGlobal {
+  static constexpr const char* kName = "ak_object_pool_global";
+  static inline ak::ObjectPool<Obj<N>> pool;
+  Obj<N>* create() { return pool.create(); }
+  void destroy(Obj<N>* p) { pool.destroy(p); }
+};
+
 template <std::size_t N>
 struct AkSmallObject {
   static constexpr const char* kName = "ak_small_object";

@@ -62,6 +62,7 @@ void RegisterObjectContender(int bulk_iterations) {
     const std::string size = "/" + std::to_string(N);
     benchmark::RegisterBenchmark(("interleaved/" + name + size).c_str(), Interleaved<C<N>>)
         ->Iterations(500000);
+    if (bulk_iterations == 0) return;
     const char* orders[] = {"front", "back", "random"};
     auto fns = {Bulk<C<N>, kFront>, Bulk<C<N>, kBack>, Bulk<C<N>, kRandom>};
     int k = 0;
@@ -89,6 +90,8 @@ void RegisterObjectSuites() {
   RegisterObjectContender<PmrSync>(20);
   RegisterObjectContender<AkObjectPool>(20);
   RegisterObjectContender<AkSmallObject>(20);
+  RegisterObjectContender<BoostObjectPoolGlobal>(0);  // suite 1 only
+  RegisterObjectContender<AkObjectPoolGlobal>(0);
 }
 
 }  // namespace bench

@@ -1,8 +1,6 @@
 // Allocator workloads modelled on what the common malloc benchmarks stress. Uses plain
 // malloc/free/realloc/calloc so the allocator is whatever the process was started with
 // (LD_PRELOAD). Usage: malloc_workloads NAME  -> one JSON line: wall seconds and peak RSS.
-#include <sys/resource.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -193,6 +191,20 @@ void large_calloc() {
   g_calloc_us = total / 200;
 }
 
+// Peak resident bytes of this process image, in KiB: VmHWM from /proc/self/status. Not
+// getrusage's ru_maxrss, which Linux carries across execve, so a child of a 15 MiB Python
+// launcher would report at least 15 MiB whatever it did.
+long peak_rss_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -214,10 +226,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   workloads.at(argv[1])();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
   std::printf(
       "{\"workload\": \"%s\", \"seconds\": %.6f, \"peak_rss_kib\": %ld, \"calloc_us\": %.3f}\n",
-      argv[1], secs, ru.ru_maxrss, g_calloc_us);
+      argv[1], secs, peak_rss_kib(), g_calloc_us);
   return 0;
 }

@@ -102,8 +102,8 @@ class pool_allocator {
 
   // Effects: frees storage from allocate(n) with the same n. Never throws.
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n == 1 && detail::pool_class(sizeof(T), alignof(T)) < detail::kPoolClasses)
-      return detail::pool_free(p);
+    constexpr unsigned cls = detail::pool_class(sizeof(T), alignof(T));
+    if (n == 1 && cls < detail::kPoolClasses) return detail::pool_free(p, cls);
     pool_deallocate(p, n ? n * sizeof(T) : 1, alignof(T));
   }
 
@@ -185,8 +185,9 @@ class SmallObject {
 
 inline void pool_deallocate(void* p, std::size_t size, std::size_t align) noexcept {
   if (p == nullptr) return;
-  if (detail::pool_class(size, align) < detail::kPoolClasses) [[likely]]
-    return detail::pool_free(p);
+  const unsigned cls = detail::pool_class(size, align);
+  if (cls < detail::kPoolClasses) [[likely]]
+    return detail::pool_free(p, cls);
   ::operator delete(p, std::align_val_t(align));
 }
 

@@ -152,9 +152,16 @@ void carve(Slab* s, PoolBlock*& list) {
   s->carve += n * s->block_size;
 }
 
+// The list a slab of `h` keeps its free blocks on: its bin's while it is the current unchecked
+// slab, its own otherwise.
+PoolBlock*& free_list(Heap* h, Slab* s) {
+  if (s->checked) return s->checked_free;
+  return s->counted ? s->free : h->bins[s->size_class].free;
+}
+
 // Hands out one block of a current slab, carving if needed; null when the slab is exhausted.
-void* take_block(Slab* s) {
-  PoolBlock*& list = s->checked ? s->checked_free : s->free;
+void* take_block(Heap* h, Slab* s) {
+  PoolBlock*& list = free_list(h, s);
   if (list == nullptr && s->carve != s->end) carve(s, list);
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
@@ -206,7 +213,7 @@ void collect_remote(Heap* h) {
       std::uint32_t n = 1;
       PoolBlock* tail = b;
       while (tail->next) tail = tail->next, ++n;
-      PoolBlock*& list = s->checked ? s->checked_free : s->free;
+      PoolBlock*& list = free_list(h, s);
       tail->next = list;
       list = b;
       if (s->counted) {
@@ -253,6 +260,8 @@ void abandon_heap(Heap* h) {
     Slab* s = bin.current;
     if (s == &g_empty_slab) continue;
     bin.current = &g_empty_slab;
+    s->free = bin.free;  // the slab takes its free list back from the bin
+    bin.free = nullptr;
     // Recount: every carved block not on a free list is in use (or parked on `remote`).
     std::uint32_t on_lists = 0;
     for (PoolBlock* b = s->free; b; b = b->next) ++on_lists;
@@ -288,10 +297,10 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
   Bin& bin = h->bins[cls];
   if (bin.current != &g_empty_slab)
-    if (void* p = take_block(bin.current)) return p;
+    if (void* p = take_block(h, bin.current)) return p;
   collect_remote(h);
   if (Slab* s = bin.current; s != &g_empty_slab) {
-    if (void* p = take_block(s)) return p;
+    if (void* p = take_block(h, s)) return p;
     s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until one returns
     s->counted = true;
     s->full = true;
@@ -305,7 +314,9 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   }
   s->counted = false;
   bin.current = s;
-  return take_block(s);
+  bin.free = s->free;  // the bin holds the current slab's free list
+  s->free = nullptr;
+  return take_block(h, s);
 }
 
 void pool_after_local_free(Slab* slab) noexcept {
@@ -320,6 +331,10 @@ void pool_free_other(Slab* s, void* p) noexcept {
   b->next = s->checked_free;
   s->checked_free = b;
   if (s->counted && (--s->used == 0 || s->full)) settle(slab_owner(s), s);
+}
+
+void pool_free_slow(void* p) noexcept {
+  pool_free(p);
 }
 
 void pool_check_pointer(const void* p) noexcept {

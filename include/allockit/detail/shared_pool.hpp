@@ -5,7 +5,9 @@
 // - other threads touch only `remote` (a lock-free stack whose low bit means "queued on owner");
 // - `used` is kept only while a slab is not current (`counted`): the current slab is never
 //   retired, and its count is recomputed when it stops being current, so its fast paths touch no
-//   counter at all.
+//   counter at all;
+// - the current slab's free blocks live on its bin's `free` list, not the slab's: the fast paths
+//   reach them in one load from the heap (its `free` field stays null while it is current).
 #pragma once
 
 #include <atomic>
@@ -28,7 +30,7 @@ struct Heap;
 
 struct alignas(64) Slab {
   // Owner-thread line: everything the fast paths read or write.
-  PoolBlock* free;     // blocks ready to hand out
+  PoolBlock* free;     // if counted: blocks ready to hand out (else null: see Bin::free)
   std::uint32_t used;  // if counted: blocks handed out, counting ones parked on `remote`
   bool counted;        // not the current slab of its bin: `used` is maintained
   bool full;           // not current, nothing free: off the bin list
@@ -55,13 +57,14 @@ inline Heap* slab_owner(const Slab* s) noexcept {
 }
 
 struct Bin {
-  Slab* current;  // never null: an empty sentinel until first use
-  Slab* avail;    // other slabs with free or carvable blocks
+  PoolBlock* free;  // free blocks of `current` (unchecked slabs only)
+  Slab* current;    // never null: an empty sentinel until first use
+  Slab* avail;      // other slabs with free or carvable blocks
 };
 
 struct Heap {
   constexpr explicit Heap(Slab* empty) noexcept {
-    for (Bin& b : bins) b = Bin{empty, nullptr};
+    for (Bin& b : bins) b = Bin{nullptr, empty, nullptr};
   }
   Bin bins[kPoolClasses];
   std::atomic<Slab*> remote_queue{nullptr};  // slabs with remote frees, pushed by other threads
@@ -77,36 +80,65 @@ void* pool_alloc_slow(unsigned cls) noexcept;
 void pool_after_local_free(Slab* slab) noexcept;     // slab emptied or left the full state
 void pool_free_other(Slab* slab, void* p) noexcept;  // remote free, or a checked slab
 void pool_check_pointer(const void* p) noexcept;     // aborts unless p lies in a pool region
+void pool_free_slow(void* p) noexcept;               // pool_free, out of line
 
 inline Slab* slab_of(const void* p) noexcept {
   return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
 }
 
-// Pops a block of class `cls`, or null when out of memory. Fast path: four dependent loads, one
+// Pops a block of class `cls`, or null when out of memory. Fast path: three dependent loads, one
 // branch, one store; no lock, no atomic, no counter.
 inline void* pool_alloc(unsigned cls) noexcept {
-  Slab* s = tl_heap->bins[cls].current;
-  PoolBlock* b = s->free;
+  Bin& bin = tl_heap->bins[cls];
+  PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return pool_alloc_slow(cls);
-  s->free = b->next;
+  bin.free = b->next;
   return b;
 }
 
-// Returns a pooled block to its slab. Fast path (owner thread, current slab): three loads, two
-// compares, two stores; a non-current slab adds a decrement. Other threads go the remote way.
+// Pushes `p` on the list of its non-current local slab `s`; settles the slab when it empties or
+// stops being full.
+inline void pool_free_counted(Slab* s, void* p) noexcept {
+  auto* b = static_cast<PoolBlock*>(p);
+  b->next = s->free;
+  s->free = b;
+  if (--s->used == 0 || s->full) [[unlikely]]
+    pool_after_local_free(s);
+}
+
+inline void pool_push(Bin& bin, void* p) noexcept {
+  auto* b = static_cast<PoolBlock*>(p);
+  b->next = bin.free;
+  bin.free = b;
+}
+
+// Returns a pooled block to its slab. Fast path (owner thread, current slab): four loads, two
+// compares, two stores; a non-current slab pushes on the slab's own list and adds a decrement.
+// Other threads (and checked slabs, whose tag has the low bit set) go the out-of-line way.
 inline void pool_free(void* p) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
-  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(tl_heap)) [[likely]] {
-    auto* b = static_cast<PoolBlock*>(p);
-    b->next = s->free;
-    s->free = b;
-    if (s->counted && (--s->used == 0 || s->full)) [[unlikely]]
-      pool_after_local_free(s);
-    return;
+  Heap* h = tl_heap;
+  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h)) [[likely]] {
+    if (!s->counted) [[likely]]
+      return pool_push(h->bins[s->size_class], p);
+    return pool_free_counted(s, p);
   }
   pool_free_other(s, p);
+}
+
+// As pool_free, for callers that know the block's class at compile time (sized delete, node
+// allocators). The bin is then a constant offset from the heap, which keeps the push and the next
+// pop on the same address; a block of another class still goes where its slab says.
+inline void pool_free(void* p, unsigned cls) noexcept {
+  if constexpr (kDebugBuild) pool_check_pointer(p);
+  Slab* s = slab_of(p);
+  Heap* h = tl_heap;
+  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h) && !s->counted &&
+      s->size_class == cls) [[likely]]
+    return pool_push(h->bins[cls], p);
+  pool_free_slow(p);  // out of line, so the fast path above stays straight
 }
 
 }  // namespace ak::detail
