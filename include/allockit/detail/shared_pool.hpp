@@ -135,8 +135,8 @@ inline void pool_free(void* p, unsigned cls) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
   Heap* h = tl_heap;
-  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h) && !s->counted &&
-      s->size_class == cls) [[likely]]
+  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h) && !s->counted && s->size_class == cls)
+      [[likely]]
     return pool_push(h->bins[cls], p);
   pool_free_slow(p);  // out of line, so the fast path above stays straight
 }
