@@ -17,20 +17,35 @@ WORKLOADS = ["larson", "xmalloc", "thread_churn", "mixed_lifetimes", "random_siz
              "large_blocks", "realloc_growth", "large_calloc"]
 
 
-def run_cell(binary, workload, preload, reps):
-    runs = []
-    for _ in range(reps):
-        env = dict(os.environ)
-        if preload:
-            env["LD_PRELOAD"] = preload
-        out = subprocess.run([binary, workload], env=env, check=True, capture_output=True,
-                             text=True).stdout
-        runs.append(json.loads(out))
-    runs.sort(key=lambda r: r["seconds"])
+def run_once(binary, workload, preload):
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    out = subprocess.run([binary, workload], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out)
+
+
+def summarise(workload, runs):
+    """The cell of one allocator and workload: median time (and that run's calloc time), median
+    peak RSS, every run kept."""
+    runs = sorted(runs, key=lambda r: r["seconds"])
     mid = runs[len(runs) // 2]
     return {"workload": workload, "seconds": mid["seconds"],
             "peak_rss_kib": sorted(r["peak_rss_kib"] for r in runs)[len(runs) // 2],
             "calloc_us": mid["calloc_us"], "runs": runs}
+
+
+def run_workload(binary, workload, allocators, reps):
+    """Runs every allocator once per round, in a rotating order, so drift on a shared machine
+    hits all of them alike."""
+    names = list(allocators)
+    runs = {n: [] for n in names}
+    for rep in range(reps):
+        for n in names[rep % len(names):] + names[:rep % len(names)]:
+            print(f"+ {n} {workload} ({rep + 1}/{reps})", flush=True)
+            runs[n].append(run_once(binary, workload, allocators[n]))
+    return [dict(summarise(workload, runs[n]), allocator=n) for n in names]
 
 
 def geomean(xs):
@@ -41,8 +56,9 @@ def render(doc):
     allocs = list(doc["allocators"])
     cells = {(c["allocator"], c["workload"]): c for c in doc["cells"]}
     lines = table.header(doc, "malloc workloads (issue 4)") + [
-             "Each cell is the median of 3 runs, each allocator in its own process (LD_PRELOAD;",
-             "glibc runs without). Time ratio columns: allockit over the peer (below 1: allockit faster).",
+             f"Each cell is the median of {doc.get('reps', 3)} runs, each allocator in its own process",
+             "(LD_PRELOAD; glibc runs without), the allocators taking turns in a rotating order. Time",
+             "ratio columns: allockit over the peer (below 1: allockit faster).",
              "", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
     t = {a: geomean([cells[(a, w)]["seconds"] for w in WORKLOADS]) for a in allocs}
     r = {a: geomean([cells[(a, w)]["peak_rss_kib"] for w in WORKLOADS]) for a in allocs}
@@ -84,18 +100,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "malloc_workloads")
     allocators = benchlib.malloc_allocators(args.build)
     cells = []
-    for name, lib in allocators.items():
-        for w in WORKLOADS:
-            print(f"+ {name} {w}", flush=True)
-            cell = run_cell(binary, w, lib, args.reps)
-            cell["allocator"] = name
-            cells.append(cell)
-    doc = benchlib.result_doc(sys.argv, [], "make bench-malloc", allocators=allocators, cells=cells)
+    for w in WORKLOADS:
+        cells += run_workload(binary, w, allocators, args.reps)
+    doc = benchlib.result_doc(sys.argv, [], "make bench-malloc", allocators=allocators, cells=cells,
+                               reps=args.reps)
     benchlib.write_results(args.out, "malloc", doc, render(doc))
 
 

@@ -34,7 +34,8 @@ int ak_malloc_trim(size_t pad);
 /* Returns memory to the OS: with force, every cached empty slab and cached large mapping at once
    (what malloc_trim(0) does); without, only what has been idle longer than the purge delay
    (ALLOCKIT_PURGE_DELAY_MS, default 1000 ms; a background thread does this anyway unless
-   ALLOCKIT_BACKGROUND_PURGE=0). Returns the bytes given back. Thread-safe. */
+   ALLOCKIT_BACKGROUND_PURGE=0). Either way it first hands the calling thread's batched frees of
+   other threads' blocks to their owners. Returns the bytes given back. Thread-safe. */
 size_t ak_collect(int force);
 
 /* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB): `allocated` counts

@@ -1,6 +1,9 @@
 // Large blocks (large.hpp): one mapping each, a 32-byte header before the user pointer, a registry
 // of live user pointers (open addressing with tombstones, grown by doubling, memory from the OS)
-// and a FIFO cache of freed mappings bounded in count and bytes. One mutex guards all three.
+// and two FIFO caches of freed mappings: `dirty` keeps mappings up to 16 MiB resident as they
+// were (bounded in bytes), `zeroed` keeps bigger ones as address space only, emptied with
+// MADV_DONTNEED at free, so a later calloc reuses them without a system call or a memset. One
+// mutex guards all of it.
 #include "malloc/large.hpp"
 
 #include <cstdint>
@@ -15,7 +18,9 @@ namespace {
 
 constexpr std::uint64_t kMagic = 0x616b2d6c61726765;  // "ak-large"
 constexpr std::size_t kCacheSlots = 32;
-constexpr std::size_t kCacheBytes = std::size_t(64) << 20;
+constexpr std::size_t kCacheBytes = std::size_t(64) << 20;  // dirty: resident bytes kept
+constexpr std::size_t kDirtyMax = kCacheBytes / 4;          // bigger mappings go to `zeroed`
+constexpr std::size_t kZeroedBytes = std::size_t(4) << 30;  // zeroed: address space kept
 constexpr std::uintptr_t kTombstone = 1;
 
 struct Header {
@@ -32,12 +37,73 @@ struct Cached {
   std::uint64_t since;  // coarse time it was freed
 };
 
+// Freed mappings, oldest first, bounded in count and bytes. Caller holds g_lock.
+struct MappingCache {
+  constexpr explicit MappingCache(std::size_t max) : max_bytes(max) {}
+  Cached slots[kCacheSlots]{};
+  std::size_t len = 0;
+  std::size_t bytes = 0;
+  const std::size_t max_bytes;
+
+  // A mapping of at least `need` bytes that wastes at most half of itself, or null.
+  char* take(std::size_t need, std::size_t* got) {
+    for (std::size_t i = 0; i < len; ++i) {
+      if (slots[i].bytes < need || slots[i].bytes / 2 > need) continue;
+      char* base = slots[i].base;
+      *got = slots[i].bytes;
+      bytes -= *got;
+      std::memmove(slots + i, slots + i + 1, (--len - i) * sizeof(Cached));
+      return base;
+    }
+    return nullptr;
+  }
+  // Unmaps the oldest entries until one of `room` bytes fits. Returns bytes unmapped.
+  std::size_t make_room(std::size_t room);
+  void put(char* base, std::size_t size) {
+    slots[len++] = Cached{base, size, os::coarse_now_ns()};
+    bytes += size;
+  }
+  // Unmaps entries freed at least `age_ns` ago. Returns bytes unmapped.
+  std::size_t purge_older_than(std::uint64_t age_ns);
+};
+
 std::mutex g_lock;
 std::uintptr_t* g_table = nullptr;  // user pointers; 0 empty, 1 tombstone
 std::size_t g_cap = 0, g_used = 0, g_live = 0;
-std::size_t g_live_bytes = 0, g_mapped = 0, g_cached_bytes = 0;
-Cached g_cache[kCacheSlots];
-std::size_t g_cache_len = 0;
+std::size_t g_live_bytes = 0, g_mapped = 0;
+constinit MappingCache g_dirty(kCacheBytes);
+constinit MappingCache g_zeroed(kZeroedBytes);
+
+std::size_t MappingCache::make_room(std::size_t room) {
+  std::size_t freed = 0;
+  while (len > 0 && (len == kCacheSlots || bytes + room > max_bytes)) {
+    const Cached old = slots[0];
+    std::memmove(slots, slots + 1, --len * sizeof(Cached));
+    bytes -= old.bytes;
+    freed += old.bytes;
+    os::release(old.base, old.bytes);
+  }
+  g_mapped -= freed;
+  return freed;
+}
+
+std::size_t MappingCache::purge_older_than(std::uint64_t age_ns) {
+  const std::uint64_t now = os::coarse_now_ns();
+  std::size_t freed = 0, kept = 0;
+  for (std::size_t i = 0; i < len; ++i) {  // keeps the order of the rest
+    const Cached c = slots[i];
+    if (now - c.since >= age_ns) {
+      freed += c.bytes;
+      os::release(c.base, c.bytes);
+    } else {
+      slots[kept++] = c;
+    }
+  }
+  len = kept;
+  bytes -= freed;
+  g_mapped -= freed;
+  return freed;
+}
 
 Header* header_of(const void* p) {
   return reinterpret_cast<Header*>(const_cast<char*>(static_cast<const char*>(p)) - sizeof(Header));
@@ -88,33 +154,15 @@ void erase(std::size_t slot) {
   --g_live;
 }
 
-// Cache, caller holds g_lock.
-char* take_cached(std::size_t need, std::size_t* bytes) {
-  for (std::size_t i = 0; i < g_cache_len; ++i) {
-    if (g_cache[i].bytes < need || g_cache[i].bytes / 2 > need) continue;
-    char* base = g_cache[i].base;
-    *bytes = g_cache[i].bytes;
-    g_cached_bytes -= *bytes;
-    g_cache[i] = g_cache[--g_cache_len];
-    return base;
-  }
-  return nullptr;
-}
-
-// Keeps a freed mapping if it fits the bounds; otherwise unmaps it. Caller holds g_lock.
+// Keeps a freed mapping in the cache its size belongs to, or unmaps it. Caller holds g_lock.
 void cache_or_unmap(char* base, std::size_t bytes) {
-  if (bytes <= kCacheBytes / 4) {
-    while (g_cache_len > 0 &&
-           (g_cache_len == kCacheSlots || g_cached_bytes + bytes > kCacheBytes)) {
-      Cached old = g_cache[0];  // oldest first out
-      std::memmove(g_cache, g_cache + 1, --g_cache_len * sizeof(Cached));
-      g_cached_bytes -= old.bytes;
-      g_mapped -= old.bytes;
-      os::release(old.base, old.bytes);
-    }
-    g_cache[g_cache_len++] = Cached{base, bytes, os::coarse_now_ns()};
-    g_cached_bytes += bytes;
-    return;
+  if (bytes <= kDirtyMax) {
+    g_dirty.make_room(bytes);
+    return g_dirty.put(base, bytes);
+  }
+  if (bytes <= kZeroedBytes && os::decommit(base, bytes)) {
+    g_zeroed.make_room(bytes);
+    return g_zeroed.put(base, bytes);
   }
   g_mapped -= bytes;
   os::release(base, bytes);
@@ -130,7 +178,9 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed) noexcept {
   std::size_t bytes = align_up(offset + size, page);
   char* base = nullptr;
   std::lock_guard guard(g_lock);
-  if (align <= page && (base = take_cached(bytes, &bytes)) != nullptr) {
+  if (align <= page && (base = g_zeroed.take(bytes, &bytes)) != nullptr) {
+    *zeroed = true;
+  } else if (align <= page && (base = g_dirty.take(bytes, &bytes)) != nullptr) {
     *zeroed = false;
   } else {
     base = static_cast<char*>(os::map_accounted(bytes, align > page ? align : page));
@@ -196,21 +246,7 @@ void* large_realloc(void* p, std::size_t size) noexcept {
 
 std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
   std::lock_guard guard(g_lock);
-  const std::uint64_t now = os::coarse_now_ns();
-  std::size_t bytes = 0, kept = 0;
-  for (std::size_t i = 0; i < g_cache_len; ++i) {  // oldest first; keeps the order of the rest
-    const Cached c = g_cache[i];
-    if (now - c.since >= age_ns) {
-      g_mapped -= c.bytes;
-      g_cached_bytes -= c.bytes;
-      bytes += c.bytes;
-      os::release(c.base, c.bytes);
-    } else {
-      g_cache[kept++] = c;
-    }
-  }
-  g_cache_len = kept;
-  return bytes;
+  return g_dirty.purge_older_than(age_ns) + g_zeroed.purge_older_than(age_ns);
 }
 
 std::size_t large_trim() noexcept {
@@ -226,7 +262,7 @@ void large_unlock() noexcept {
 
 LargeStats large_stats() noexcept {
   std::lock_guard guard(g_lock);
-  return LargeStats{g_live, g_live_bytes, g_mapped, g_cached_bytes};
+  return LargeStats{g_live, g_live_bytes, g_mapped, g_dirty.bytes + g_zeroed.bytes};
 }
 
 }  // namespace ak::detail

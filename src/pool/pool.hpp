@@ -10,6 +10,7 @@
 namespace ak::detail {
 std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
 std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
-void heaps_lock() noexcept;                           // fork support: the heap hand-out lock
+void pool_flush_remote() noexcept;  // hands this thread's batched cross-thread frees over
+void heaps_lock() noexcept;         // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;
 }  // namespace ak::detail

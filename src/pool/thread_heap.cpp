@@ -182,46 +182,61 @@ void settle(Heap* h, Slab* s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Remote frees: other threads push onto slab->remote; the owner collects in its slow path
+// Remote frees: other threads push chains onto the owner heap's stack; the owner sorts them
 // ---------------------------------------------------------------------------------------------
 
-void remote_push(Slab* s, void* p) {
-  auto* b = static_cast<PoolBlock*>(p);
-  std::uintptr_t old = s->remote.load(std::memory_order_relaxed);
+// Pushes the chain first..last (linked by `next`) onto `owner`'s remote stack: one CAS.
+void remote_push(Heap* owner, PoolBlock* first, PoolBlock* last) {
+  PoolBlock* head = owner->remote_blocks.load(std::memory_order_relaxed);
   do {
-    b->next = reinterpret_cast<PoolBlock*>(old & ~std::uintptr_t(1));
-    // acq_rel: a pusher that finds the queued bit clear writes queue_next below, which must
-    // come after the owner's read of it in collect_remote (ordered by the owner's exchange).
-  } while (!s->remote.compare_exchange_weak(old, addr(b) | 1, std::memory_order_acq_rel,
-                                            std::memory_order_relaxed));
-  if (old & 1) return;  // already queued on the owner; the owner has not collected it yet
-  Heap* owner = slab_owner(s);
-  Slab* head = owner->remote_queue.load(std::memory_order_relaxed);
-  do {
-    s->queue_next = head;
-  } while (!owner->remote_queue.compare_exchange_weak(head, s, std::memory_order_release,
-                                                      std::memory_order_relaxed));
+    last->next = head;
+  } while (!owner->remote_blocks.compare_exchange_weak(head, first, std::memory_order_release,
+                                                       std::memory_order_relaxed));
 }
 
+void flush_batch(Heap* h, RemoteBatch& e) {
+  remote_push(e.owner, e.head, e.tail);
+  e = RemoteBatch{};
+  --h->outgoing_used;
+}
+
+void flush_outgoing(Heap* h) {
+  if (h->outgoing_used == 0) return;
+  for (RemoteBatch& e : h->outgoing)
+    if (e.owner) flush_batch(h, e);
+}
+
+// A free into another heap's slab, from a thread with a heap of its own: added to the batch for
+// that heap, so frees to one heap hand over with one CAS per kRemoteBatchMax blocks. Bounded:
+// at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next allocates
+// slowly, frees to another heap with the same entry, trims, or exits.
+void batch_remote(Heap* h, Heap* owner, void* p) {
+  RemoteBatch& e = h->outgoing[(addr(owner) >> 6) % kRemoteBatches];
+  if (e.owner != owner) {
+    if (e.owner) flush_batch(h, e);
+    e.owner = owner;
+    ++h->outgoing_used;
+  }
+  auto* b = static_cast<PoolBlock*>(p);
+  b->next = e.head;
+  e.head = b;
+  if (e.tail == nullptr) e.tail = b;
+  if (++e.count == kRemoteBatchMax) flush_batch(h, e);
+}
+
+// Takes every block other threads freed into h's slabs and puts each back on its slab's list.
+// A slab whose count reaches zero is retired: all its blocks are home by then, since `used`
+// counts the ones still on their way.
 void collect_remote(Heap* h) {
-  Slab* s = h->remote_queue.exchange(nullptr, std::memory_order_acquire);
-  while (s) {
-    Slab* next = s->queue_next;  // read before `remote` is cleared: s may be re-queued after
-    auto* b = reinterpret_cast<PoolBlock*>(s->remote.exchange(0, std::memory_order_acq_rel) &
-                                           ~std::uintptr_t(1));
-    if (b) {
-      std::uint32_t n = 1;
-      PoolBlock* tail = b;
-      while (tail->next) tail = tail->next, ++n;
-      PoolBlock*& list = free_list(h, s);
-      tail->next = list;
-      list = b;
-      if (s->counted) {
-        s->used -= n;
-        settle(h, s);
-      }
-    }
-    s = next;
+  PoolBlock* b = h->remote_blocks.exchange(nullptr, std::memory_order_acquire);
+  while (b) {
+    PoolBlock* next = b->next;
+    Slab* s = slab_of(b);
+    PoolBlock*& list = free_list(h, s);
+    b->next = list;
+    list = b;
+    if (s->counted && (--s->used == 0 || s->full)) settle(h, s);
+    b = next;
   }
 }
 
@@ -255,6 +270,7 @@ Heap* acquire_heap() {
 }
 
 void abandon_heap(Heap* h) {
+  flush_outgoing(h);
   collect_remote(h);
   for (Bin& bin : h->bins) {
     Slab* s = bin.current;
@@ -298,6 +314,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   Bin& bin = h->bins[cls];
   if (bin.current != &g_empty_slab)
     if (void* p = take_block(h, bin.current)) return p;
+  flush_outgoing(h);
   collect_remote(h);
   if (Slab* s = bin.current; s != &g_empty_slab) {
     if (void* p = take_block(h, s)) return p;
@@ -325,7 +342,13 @@ void pool_after_local_free(Slab* slab) noexcept {
 
 void pool_free_other(Slab* s, void* p) noexcept {
   if (s->checked) mark_free(s, p);
-  if (slab_owner(s) != tl_heap) return remote_push(s, p);
+  Heap* h = tl_heap;
+  Heap* owner = slab_owner(s);
+  if (owner != h) {
+    if (h->is_real) return batch_remote(h, owner, p);
+    auto* b = static_cast<PoolBlock*>(p);
+    return remote_push(owner, b, b);  // a thread without a heap has nowhere to batch
+  }
   // A checked slab of this thread: the fast path skipped it on purpose.
   auto* b = static_cast<PoolBlock*>(p);
   b->next = s->checked_free;
@@ -344,6 +367,10 @@ void pool_check_pointer(const void* p) noexcept {
         .ptr(p)
         .str(" which the shared pools never allocated (foreign pointer)")
         .fail();
+}
+
+void pool_flush_remote() noexcept {
+  flush_outgoing(tl_heap);  // the sentinel heap never holds any
 }
 
 void heaps_lock() noexcept {

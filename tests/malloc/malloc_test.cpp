@@ -48,7 +48,7 @@ TEST(Malloc, FreeNullAndMallocZero) {
 }
 
 TEST(Malloc, CallocZeroesReusedMemoryAndRejectsOverflow) {
-  for (std::size_t n : {16, 100, 4000, 100000, 5000000}) {
+  for (std::size_t n : {16, 100, 4000, 100000, 5000000, 40000000}) {
     auto* p = static_cast<unsigned char*>(ak_malloc(n));
     std::memset(p, 0xab, n);
     ak_free(p);
@@ -72,6 +72,27 @@ TEST(Malloc, LargeCallocLeavesFreshPagesUntouched) {
   for (unsigned char r : vec) EXPECT_EQ(r & 1, 0) << "calloc touched fresh pages";
   EXPECT_EQ(p[n - 1], 0);
   ak_free(p);
+}
+
+// A freed mapping above the resident cache's limit is emptied (MADV_DONTNEED) and kept: a calloc
+// of its size reuses it, reads zero everywhere and finds its pages still non-resident.
+TEST(Malloc, LargeCallocReusesEmptiedMappingsWithoutTouchingThem) {
+  const std::size_t n = std::size_t(32) << 20;
+  auto* p = static_cast<unsigned char*>(ak_malloc(n));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0xcd, n);
+  ak_free(p);
+  auto* q = static_cast<unsigned char*>(ak_calloc(1, n));
+  ASSERT_NE(q, nullptr);
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  auto* start = reinterpret_cast<unsigned char*>(reinterpret_cast<std::uintptr_t>(q) & ~(page - 1));
+  std::vector<unsigned char> vec(n / page - 2);
+  ASSERT_EQ(mincore(start + page, vec.size() * page, vec.data()), 0);
+  std::size_t resident = 0;
+  for (unsigned char r : vec) resident += r & 1;
+  EXPECT_EQ(resident, 0u) << "calloc wrote pages the OS had already emptied";
+  for (std::size_t i = 0; i < n; i += 509) ASSERT_EQ(q[i], 0) << i;
+  ak_free(q);
 }
 
 TEST(Malloc, ReallocEdgeCasesFollowGlibc) {

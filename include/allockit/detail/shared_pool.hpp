@@ -2,7 +2,8 @@
 // A slab is a 64 KiB-aligned run of same-class blocks whose header sits at its start, so a block's
 // slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
 // - only the owner thread touches `free`, `used`, `full` and the heap's bins;
-// - other threads touch only `remote` (a lock-free stack whose low bit means "queued on owner");
+// - other threads never write a slab: their frees go onto the owning heap's `remote_blocks`
+//   stack, in chains (one CAS per chain), and the owner sorts them back into their slabs;
 // - `used` is kept only while a slab is not current (`counted`): the current slab is never
 //   retired, and its count is recomputed when it stops being current, so its fast paths touch no
 //   counter at all;
@@ -29,28 +30,27 @@ struct PoolBlock {
 struct Heap;
 
 struct alignas(64) Slab {
-  // Owner-thread line: everything the fast paths read or write.
-  PoolBlock* free;     // if counted: blocks ready to hand out (else null: see Bin::free)
-  std::uint32_t used;  // if counted: blocks handed out, counting ones parked on `remote`
-  bool counted;        // not the current slab of its bin: `used` is maintained
-  bool full;           // not current, nothing free: off the bin list
-  bool checked;        // debug slab: state bits kept, every operation takes the slow path
-  std::uint8_t size_class;
+  // Read-mostly line: set when the slab is set up (`counted` flips only when the slab stops or
+  // starts being current). Every free reads it, remote ones included, so nothing hot writes it.
   std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
-  char* carve;               // next never-used block; blocks are carved lazily
-  char* end;                 // end of the last whole block
+  bool counted;              // not the current slab of its bin: `used` is maintained
+  bool checked;              // debug slab: state bits kept, every operation takes the slow path
+  std::uint8_t size_class;
   std::uint32_t block_size;
   std::uint32_t capacity;
-  Slab* prev;  // owner bin's list of slabs with free space
-  Slab* next;
-  // Shared line: written by other threads.
-  alignas(64) std::atomic<std::uintptr_t> remote;  // PoolBlock stack | queued bit
-  Slab* queue_next;         // link in the owner's queue of slabs with remote frees
-  PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
-  std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
   char* data;                             // first block
+  char* end;                              // end of the last whole block
+  std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
+  // Owner line: written by the owner thread only.
+  alignas(64) PoolBlock* free;  // if counted: blocks ready to hand out (else null: see Bin::free)
+  std::uint32_t used;           // if counted: blocks handed out, counting remote frees not home yet
+  bool full;                    // not current, nothing free: off the bin list
+  char* carve;                  // next never-used block; blocks are carved lazily
+  Slab* prev;                   // owner bin's list of slabs with free space
+  Slab* next;
+  PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
 };
-static_assert(sizeof(Slab) == 128, "slab header: two cache lines");
+static_assert(sizeof(Slab) == 128, "slab header: a read-mostly line and the owner's line");
 
 inline Heap* slab_owner(const Slab* s) noexcept {
   return reinterpret_cast<Heap*>(s->owner_tag & ~std::uintptr_t(1));
@@ -62,14 +62,31 @@ struct Bin {
   Slab* avail;      // other slabs with free or carvable blocks
 };
 
-struct Heap {
+// Frees this thread made into one other heap's slabs, not yet handed over: pushed onto that
+// heap's `remote_blocks` as one chain (one CAS) when full, when another heap needs the entry, and
+// on the freeing thread's allocation slow path, pool_trim/ak_collect and exit.
+struct RemoteBatch {
+  Heap* owner = nullptr;
+  PoolBlock* head = nullptr;
+  PoolBlock* tail = nullptr;
+  std::uint32_t count = 0;
+};
+inline constexpr unsigned kRemoteBatches = 8;    // entries, indexed by owner heap address
+inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
+
+struct alignas(64) Heap {
   constexpr explicit Heap(Slab* empty) noexcept {
     for (Bin& b : bins) b = Bin{nullptr, empty, nullptr};
   }
   Bin bins[kPoolClasses];
-  std::atomic<Slab*> remote_queue{nullptr};  // slabs with remote frees, pushed by other threads
+  RemoteBatch outgoing[kRemoteBatches];  // owner thread only
+  unsigned outgoing_used = 0;            // entries holding blocks
+  bool is_real = false;                  // false only for the sentinel heap of threads without one
   Heap* next_abandoned = nullptr;
-  bool is_real = false;  // false only for the sentinel heap of threads without one
+  // Blocks other threads freed into this heap's slabs: a stack of chains linked by `next`,
+  // pushed with a CAS, taken whole by the owner with one exchange. Its own line: the pushers'
+  // writes must not evict the owner's bins.
+  alignas(64) std::atomic<PoolBlock*> remote_blocks{nullptr};
 };
 
 // initial-exec: one %fs-relative load even inside liballockit.so (a preloaded library always
