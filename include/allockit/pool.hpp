@@ -44,8 +44,9 @@ struct PoolStats {
 };
 // Returns: a snapshot of the shared pools. Thread-safe; O(regions).
 PoolStats pool_stats() noexcept;
-// Effects: hands the calling thread's batched cross-thread frees to their owners, then gives
-// cached empty slabs' memory back to the OS at once. Returns: bytes given back.
+// Effects: hands the calling thread's batched cross-thread frees to their owners, sorts frees
+// that reached heaps of exited threads back into their slabs, then gives cached empty slabs'
+// memory back to the OS at once. Returns: bytes given back.
 std::size_t pool_trim() noexcept;
 // Effects: sets how long an empty slab stays resident for reuse before its memory goes back to
 // the OS (default 1000 ms). Checked whenever a slab is taken or returned. Thread-safe.

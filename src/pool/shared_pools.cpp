@@ -61,6 +61,7 @@ PoolStats pool_stats() noexcept {
 
 std::size_t pool_trim() noexcept {
   detail::pool_flush_remote();
+  detail::pool_collect_abandoned();
   return detail::slab_source_trim();
 }
 

@@ -373,6 +373,13 @@ void pool_flush_remote() noexcept {
   flush_outgoing(tl_heap);  // the sentinel heap never holds any
 }
 
+void pool_collect_abandoned() noexcept {
+  // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
+  // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).
+  std::lock_guard guard(g_heaps_lock);
+  for (Heap* h = g_abandoned; h; h = h->next_abandoned) collect_remote(h);
+}
+
 void heaps_lock() noexcept {
   g_heaps_lock.lock();
 }

@@ -99,6 +99,24 @@ TEST(SharedPool, BlocksOfExitedThreadsCanBeFreedAnywhere) {
   }).join();
 }
 
+// Blocks of an exited thread freed by a live one: the frees wait in the freeing thread's batch,
+// then on the exited thread's heap; pool_trim hands them over and sorts them home, so the
+// slabs empty and go back without any new thread adopting the heap.
+TEST(SharedPool, TrimReclaimsSlabsOfExitedThreadsFreedElsewhere) {
+  ak::pool_trim();
+  const std::size_t before = ak::pool_stats().slabs_in_use;
+  std::vector<void*> v(20000);
+  std::thread([&] {
+    for (auto& p : v) p = ak::pool_allocate(520, 8);
+  }).join();
+  const std::size_t busy = ak::pool_stats().slabs_in_use;
+  ASSERT_GE(busy, before + 20000 * 520 / ak::detail::kSlabSize);
+  for (void* p : v) ak::pool_deallocate(p, 520, 8);
+  ak::pool_trim();
+  // At most the exited thread's last current slab stays (it is never retired while current).
+  EXPECT_LE(ak::pool_stats().slabs_in_use, before + 1);
+}
+
 TEST(SharedPool, PurgeDelayReturnsIdleSlabsWithoutTrim) {
   ak::pool_trim();
   ak::pool_set_purge_delay_ms(0);
