@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all test test-release test-asan test-tsan fuzz demo demo-trace bench bench-malloc bench-misuse bench-trace \
+.PHONY: all test test-release test-asan test-tsan fuzz soak demo demo-trace bench bench-malloc bench-misuse bench-trace \
         format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -41,6 +41,18 @@ fuzz:
 	    build-fuzz/corpus-$$t > build-fuzz/fuzz-$$t.log 2>&1; rc=$$?; \
 	  tail -5 build-fuzz/fuzz-$$t.log; [ $$rc -eq 0 ] || { echo "fuzz $$t failed: build-fuzz/fuzz-$$t.log"; exit 1; }; \
 	done
+
+# Long runs of the randomized and multi-threaded stress tests (ALLOCKIT_TEST_SOAK times their
+# default size) in release and under TSan, and the real-program LD_PRELOAD runs. Not part of
+# `make test`; CI may call it with a time bound, e.g. `timeout 1800 make soak SOAK=20`.
+SOAK ?= 20
+SOAK_TESTS := CrossThread|MallocStress|Differential|ArenaModel|SharedArena|PreloadRealPrograms
+soak: all
+	cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_DEBUG=ON -DAK_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	cd $(BUILD) && ALLOCKIT_TEST_SOAK=$(SOAK) ctest -R '$(SOAK_TESTS)' --output-on-failure
+	cd build-tsan && ALLOCKIT_TEST_SOAK=$(SOAK) TSAN_OPTIONS=halt_on_error=1 \
+	  ctest -R '$(SOAK_TESTS)' --output-on-failure
 
 # The main job: record a real program, replay it against every allocator found here, write the
 # HTML report; then the pool, arena and malloc benchmarks.
