@@ -101,7 +101,8 @@ def run_suite(binary, tmp, malloc_rows_filter, drop_numeric_heads=(), counters=(
 
 def remeasure_across_processes(binary, tmp, rows, filt, processes, drop_numeric_heads=()):
     """Re-runs the rows matching `filt` in `processes` more glibc processes and sets each row's
-    time to the median over every process (the first included), keeping the per-process values.
+    time to the median over every process (the first included), keeping the per-process values
+    in process order (so two rows' values pair up process by process).
     For nanosecond rows whose speed depends on where the process's stack and heap happen to land
     (store-to-load aliasing, memory renaming): ASLR gives every process a different layout."""
     per_process = {}
@@ -112,7 +113,7 @@ def remeasure_across_processes(binary, tmp, rows, filt, processes, drop_numeric_
     for r in rows:
         extra = per_process.get((r["group"], r["contender"]))
         if extra:
-            times = sorted([r["time_ns"]] + extra)
+            times = [r["time_ns"]] + extra
             r["process_times_ns"] = times
             r["time_ns"] = statistics.median(times)
     return rows

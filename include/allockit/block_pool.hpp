@@ -83,17 +83,9 @@ class BlockPool {
     free_ = b;
   }
 
-  // As deallocate(p) for a non-null `p`, running `before()` (ObjectPool: the destructor) once the
-  // pointer is known good and before the block is recycled. One pointer test on the fast path,
-  // where a separate check and deallocate would make two.
-  template <class Before>
-  void deallocate_after(void* p, Before&& before) noexcept {
-    if ((reinterpret_cast<std::uintptr_t>(p) & slow_mask_) != 0) [[unlikely]] {
-      check_live_slow(p);  // aborts on a bad pointer, before any destructor runs
-      before();
-      return deallocate_slow(p);
-    }
-    before();
+  // As deallocate(p) with no check at all, for callers that know `p` is a live block of this
+  // pool and the pool is unchecked (ObjectPool<T, false>). Cost: two loads, two stores.
+  void deallocate_unchecked(void* p) noexcept {
     auto* b = static_cast<detail::FreeBlockLink*>(p);
     b->next = free_;
     free_ = b;

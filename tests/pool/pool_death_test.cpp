@@ -59,9 +59,9 @@ TEST(BlockPoolDeathTest, UncheckedPoolStillCatchesMisalignedFree) {
 }
 
 TEST(ObjectPoolDeathTest, DestroyOfForeignObjectIsCaughtBeforeItsDestructorRuns) {
-  ak::ObjectPool<int> pool(checked("ints"));
+  ak::CheckedObjectPool<int> pool(checked("ints"));
   int* p = pool.create(1);
-  ak::ObjectPool<int> other(checked("other-ints"));
+  ak::CheckedObjectPool<int> other(checked("other-ints"));
   EXPECT_DEATH(other.destroy(p), "not owned by the pool.*'other-ints'");
   pool.destroy(p);
   EXPECT_DEATH(pool.destroy(p), "double free.*'ints'");
