@@ -170,6 +170,26 @@ void* take_block(Heap* h, Slab* s) {
   return b;
 }
 
+// `s` becomes its bin's current slab: its free list moves to the bin, its count stops, and the
+// fast free's key names it.
+void make_current(Heap* h, Bin& bin, Slab* s) {
+  s->counted = false;
+  s->current_key.store(s->checked ? 0 : addr(h) | s->size_class, std::memory_order_relaxed);
+  bin.current = s;
+  bin.free = s->free;
+  s->free = nullptr;
+}
+
+// The current slab `s` stops being current: its free list comes back from the bin. The caller
+// sets `used`.
+void stop_current(Bin& bin, Slab* s) {
+  s->current_key.store(0, std::memory_order_relaxed);
+  s->counted = true;
+  bin.current = &g_empty_slab;
+  s->free = bin.free;
+  bin.free = nullptr;
+}
+
 // A non-current slab of `h` whose free list or use count just changed.
 void settle(Heap* h, Slab* s) {
   if (s->used == 0) {
@@ -275,15 +295,12 @@ void abandon_heap(Heap* h) {
   for (Bin& bin : h->bins) {
     Slab* s = bin.current;
     if (s == &g_empty_slab) continue;
-    bin.current = &g_empty_slab;
-    s->free = bin.free;  // the slab takes its free list back from the bin
-    bin.free = nullptr;
-    // Recount: every carved block not on a free list is in use (or parked on `remote`).
+    stop_current(bin, s);
+    // Recount: every carved block not on a free list is in use (or on its way home).
     std::uint32_t on_lists = 0;
     for (PoolBlock* b = s->free; b; b = b->next) ++on_lists;
     for (PoolBlock* b = s->checked_free; b; b = b->next) ++on_lists;
     s->used = std::uint32_t((s->carve - s->data) / s->block_size) - on_lists;
-    s->counted = true;
     if (s->used == 0) {
       retire_slab(s);
     } else if (s->free || s->checked_free || s->carve != s->end) {
@@ -318,10 +335,9 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   collect_remote(h);
   if (Slab* s = bin.current; s != &g_empty_slab) {
     if (void* p = take_block(h, s)) return p;
+    stop_current(bin, s);
     s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until one returns
-    s->counted = true;
     s->full = true;
-    bin.current = &g_empty_slab;
   }
   Slab* s = bin.avail;
   if (s) {
@@ -329,10 +345,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   } else if ((s = new_slab(h, cls)) == nullptr) {
     return nullptr;
   }
-  s->counted = false;
-  bin.current = s;
-  bin.free = s->free;  // the bin holds the current slab's free list
-  s->free = nullptr;
+  make_current(h, bin, s);
   return take_block(h, s);
 }
 

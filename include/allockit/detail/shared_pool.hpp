@@ -33,8 +33,11 @@ struct alignas(64) Slab {
   // Read-mostly line: set when the slab is set up (`counted` flips only when the slab stops or
   // starts being current). Every free reads it, remote ones included, so nothing hot writes it.
   std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
-  bool counted;              // not the current slab of its bin: `used` is maintained
-  bool checked;              // debug slab: state bits kept, every operation takes the slow path
+  // Owning Heap address | size class while this is its bin's current unchecked slab, else 0: the
+  // one test of the fast free. Written by the owner only; others read it and never match.
+  std::atomic<std::uintptr_t> current_key;
+  bool counted;  // not the current slab of its bin: `used` is maintained
+  bool checked;  // debug slab: state bits kept, every operation takes the slow path
   std::uint8_t size_class;
   std::uint32_t block_size;
   std::uint32_t capacity;
@@ -71,6 +74,9 @@ struct RemoteBatch {
   PoolBlock* tail = nullptr;
   std::uint32_t count = 0;
 };
+inline constexpr std::uintptr_t kKeyClassMask = 63;  // Heap is 64-aligned: the class fits below
+static_assert(kPoolClasses <= kKeyClassMask + 1);
+
 inline constexpr unsigned kRemoteBatches = 8;    // entries, indexed by owner heap address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
@@ -130,18 +136,17 @@ inline void pool_push(Bin& bin, void* p) noexcept {
   bin.free = b;
 }
 
-// Returns a pooled block to its slab. Fast path (owner thread, current slab): four loads, two
-// compares, two stores; a non-current slab pushes on the slab's own list and adds a decrement.
-// Other threads (and checked slabs, whose tag has the low bit set) go the out-of-line way.
+// Returns a pooled block to its slab. Fast path (owner thread, current slab): three loads, one
+// compare, two stores; a non-current slab of this thread pushes on the slab's own list and adds
+// a decrement. Other threads (and checked slabs, whose tag has the low bit set) go out of line.
 inline void pool_free(void* p) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
   Heap* h = tl_heap;
-  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h)) [[likely]] {
-    if (!s->counted) [[likely]]
-      return pool_push(h->bins[s->size_class], p);
-    return pool_free_counted(s, p);
-  }
+  const std::uintptr_t key = s->current_key.load(std::memory_order_relaxed);
+  if ((key & ~kKeyClassMask) == reinterpret_cast<std::uintptr_t>(h)) [[likely]]
+    return pool_push(h->bins[key & kKeyClassMask], p);
+  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h)) return pool_free_counted(s, p);
   pool_free_other(s, p);
 }
 
@@ -152,7 +157,7 @@ inline void pool_free(void* p, unsigned cls) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
   Heap* h = tl_heap;
-  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h) && !s->counted && s->size_class == cls)
+  if (s->current_key.load(std::memory_order_relaxed) == (reinterpret_cast<std::uintptr_t>(h) | cls))
       [[likely]]
     return pool_push(h->bins[cls], p);
   pool_free_slow(p);  // out of line, so the fast path above stays straight
