@@ -92,6 +92,11 @@ void free_any(const char* call, void* p) {
   if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
 }
 
+[[gnu::noinline]] void* malloc_slow(std::size_t size) {
+  bool zeroed;
+  return alloc_any(size, kMallocAlign, &zeroed);
+}
+
 void* memalign_impl(std::size_t align, std::size_t size) {
   if (align > (std::size_t(1) << 40)) {
     errno = EINVAL;
@@ -132,16 +137,30 @@ extern "C" {
 
 void* ak_malloc(size_t size) {
   if (size <= kMaxPooledSize) [[likely]] {
-    void* p = alloc_small(malloc_class(size));
-    if (p == nullptr) [[unlikely]]
-      errno = ENOMEM;
-    return p;
+    const unsigned cls = malloc_class(size);
+    if (void* p = pool_pop(cls)) [[likely]] {
+      if (cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+      return p;
+    }
   }
-  bool zeroed;
-  return alloc_any(size, kMallocAlign, &zeroed);
+  return malloc_slow(size);  // out of line, so the fast path above needs no stack frame
 }
 
+// The fast path of free: a well-formed pointer into a pool slab, not freed twice. Everything
+// else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
+// needs no stack frame.
 void ak_free(void* p) {
+  if (in_pool_region(p)) [[likely]] {
+    if ((addr(p) & 7) == 0 && (addr(p) & (kSlabSize - 1)) >= sizeof(Slab)) [[likely]] {
+      if (slab_of(p)->block_size < 16) return pool_free(p);
+      auto* w = static_cast<std::uintptr_t*>(p);
+      const std::uintptr_t tag = free_tag(p);
+      if (w[1] != tag) [[likely]] {
+        w[1] = tag;
+        return pool_free(p);
+      }
+    }
+  }
   if (p != nullptr) free_any("free()", p);
 }
 
