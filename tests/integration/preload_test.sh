@@ -29,6 +29,48 @@ C
 cc -O1 probe.c -o probe -ldl
 [ "$(run ./probe)" = "probe ok" ]
 
+step "initialisation corners: before main, first call on a new thread, dynamic TLS of dlopen"
+# A library whose thread-local array lives in dynamic TLS: each thread's first access makes
+# glibc allocate its block inside __tls_get_addr, through the preloaded malloc.
+cat > tlslib.c <<'C'
+static __thread char big[100000];
+int touch_tls(int v) { big[v % sizeof big] = (char)v; return big[v % sizeof big]; }
+C
+cat > init.c <<'C'
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static char* early;
+__attribute__((constructor(101))) static void before_main(void) {
+  early = strdup("allocated before main");
+}
+static int (*touch)(int);
+static void* worker(void* arg) {
+  long n = (long)arg;
+  void* blocks[64];
+  for (int i = 0; i < 64; ++i) blocks[i] = malloc(16 + 97 * i);  /* the thread's first calls */
+  for (int i = 0; i < 64; ++i) free(blocks[i]);
+  return (void*)(long)(touch((int)n) == (char)n);
+}
+int main(void) {
+  if (!early || strcmp(early, "allocated before main")) return 1;
+  void* lib = dlopen("./libtls.so", RTLD_NOW);
+  if (!lib || !(touch = (int (*)(int))dlsym(lib, "touch_tls"))) return 2;
+  pthread_t t[8];
+  for (long i = 0; i < 8; ++i) pthread_create(&t[i], NULL, worker, (void*)(i + 1));
+  for (int i = 0; i < 8; ++i) { void* ok; pthread_join(t[i], &ok); if (!ok) return 3; }
+  free(early);
+  dlclose(lib);
+  puts("init ok");
+  return 0;
+}
+C
+cc -O1 -shared -fPIC tlslib.c -o libtls.so
+cc -O1 init.c -o init -ldl -lpthread
+[ "$(run ./init)" = "init ok" ]
+
 step "the C compiler compiles a file"
 printf '#include <stdio.h>\nint main(void){puts("built under allockit");return 0;}\n' > hello.c
 run cc -O2 -Wall hello.c -o hello
