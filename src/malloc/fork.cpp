@@ -1,7 +1,8 @@
 // fork safety: every allocator lock is taken before fork() and released in parent and child, so a
 // child of a multi-threaded parent never inherits a lock held by a thread that no longer exists.
-// Registered at load time from malloc.cpp (a static archive would otherwise drop this file); the
-// locks are never nested elsewhere, so their order here is free.
+// Registered at load time from malloc.cpp (a static archive would otherwise drop this file). The
+// order (heaps, slab source, large blocks) matches the one nesting elsewhere: collecting abandoned
+// heaps retires slabs under the heaps lock.
 #include "malloc/large.hpp"
 #include "os/os.hpp"
 #include "pool/pool.hpp"
