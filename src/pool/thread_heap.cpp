@@ -40,19 +40,18 @@ os::ThreadExitHook& exit_hook() noexcept {
 // ---------------------------------------------------------------------------------------------
 
 void link_avail(Heap* h, Slab* s) {
-  Bin& bin = h->bins[s->size_class];
+  Slab*& avail = h->avail[s->size_class];
   s->prev = nullptr;
-  s->next = bin.avail;
-  if (bin.avail) bin.avail->prev = s;
-  bin.avail = s;
+  s->next = avail;
+  if (avail) avail->prev = s;
+  avail = s;
 }
 
 void unlink_avail(Heap* h, Slab* s) {
-  Bin& bin = h->bins[s->size_class];
   if (s->prev)
     s->prev->next = s->next;
   else
-    bin.avail = s->next;
+    h->avail[s->size_class] = s->next;
   if (s->next) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
 }
@@ -339,7 +338,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
     s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until one returns
     s->full = true;
   }
-  Slab* s = bin.avail;
+  Slab* s = h->avail[cls];
   if (s) {
     unlink_avail(h, s);
   } else if ((s = new_slab(h, cls)) == nullptr) {

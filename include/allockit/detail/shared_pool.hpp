@@ -59,10 +59,10 @@ inline Heap* slab_owner(const Slab* s) noexcept {
   return reinterpret_cast<Heap*>(s->owner_tag & ~std::uintptr_t(1));
 }
 
-struct Bin {
+// What the fast paths need of one size class, in 16 bytes so it never straddles a cache line.
+struct alignas(16) Bin {
   PoolBlock* free;  // free blocks of `current` (unchecked slabs only)
   Slab* current;    // never null: an empty sentinel until first use
-  Slab* avail;      // other slabs with free or carvable blocks
 };
 
 // Frees this thread made into one other heap's slabs, not yet handed over: pushed onto that
@@ -82,9 +82,10 @@ inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it i
 
 struct alignas(64) Heap {
   constexpr explicit Heap(Slab* empty) noexcept {
-    for (Bin& b : bins) b = Bin{nullptr, empty, nullptr};
+    for (Bin& b : bins) b = Bin{nullptr, empty};
   }
   Bin bins[kPoolClasses];
+  Slab* avail[kPoolClasses] = {};        // per class: other slabs with free or carvable blocks
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
   unsigned outgoing_used = 0;            // entries holding blocks
   bool is_real = false;                  // false only for the sentinel heap of threads without one
@@ -159,15 +160,14 @@ inline void pool_free(void* p) noexcept {
 }
 
 // As pool_free, for callers that know the block's class at compile time (sized delete, node
-// allocators). The bin is then a constant offset from the heap, which keeps the push and the next
-// pop on the same address; a block of another class still goes where its slab says.
+// allocators): the test is whether the block's slab is the bin's current one, read from the bin
+// line the push touches anyway, so the fast path never reads the slab header. The bin is a
+// constant offset from the heap, which keeps the push and the next pop on the same address.
 inline void pool_free(void* p, unsigned cls) noexcept {
-  if constexpr (kDebugBuild) pool_check_pointer(p);
-  Slab* s = slab_of(p);
-  Heap* h = tl_heap;
-  if (s->current_key.load(std::memory_order_relaxed) == (reinterpret_cast<std::uintptr_t>(h) | cls))
-      [[likely]]
-    return pool_push(h->bins[cls], p);
+  if constexpr (kDebugBuild) return pool_free(p);  // checked slabs: the slab decides
+  Bin& bin = tl_heap->bins[cls];
+  if (slab_of(p) == bin.current) [[likely]]
+    return pool_push(bin, p);
   pool_free_slow(p);  // out of line, so the fast path above stays straight
 }
 
