@@ -1,9 +1,11 @@
 // Inline fast paths of the shared size-class pools (pool.hpp). Internal: only pool.hpp includes it.
 // A slab is a 64 KiB-aligned run of same-class blocks whose header sits at its start, so a block's
 // slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
-// - only the owner thread touches `free`, `used`, `full` and the heap's bins;
-// - other threads never write a slab: their frees go onto the owning heap's `remote_blocks`
-//   stack, in chains (one CAS per chain), and the owner sorts them back into their slabs;
+// - only the owner thread touches `free`, `used`, `full` and the heap's bins (a heap no thread
+//   owns is touched only under the hand-out lock, by pool_collect_abandoned);
+// - other threads never write a slab header (a debug slab's atomic live bits aside): their frees
+//   go onto the owning heap's `remote_blocks` stack, in chains (one CAS per chain), and the owner
+//   sorts them back into their slabs;
 // - `used` is kept only while a slab is not current (`counted`): the current slab is never
 //   retired, and its count is recomputed when it stops being current, so its fast paths touch no
 //   counter at all;
