@@ -45,33 +45,13 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
       op.kind = static_cast<uint8_t>(e.op);
       op.slot = r.slot;
       op.old_slot = r.old_slot;
-      switch (e.op) {
-        case Op::kFree:
-          if (r.old_slot == kNone) {
-            if (e.a == 0) ++info.skipped_free_null;
-            continue;  // free(NULL), or an unknown address (counted by the timeline)
-          }
-          break;
-        case Op::kMalloc:
-        case Op::kValloc:
-        case Op::kPvalloc:
-          op.size = e.a;
-          break;
-        case Op::kCalloc:
-          op.size = e.a, op.arg = e.b;
-          break;
-        case Op::kRealloc:
-          op.size = e.b;
-          break;
-        case Op::kReallocarray:
-          op.size = e.b, op.arg = e.c;
-          break;
-        case Op::kPosixMemalign:
-        case Op::kAlignedAlloc:
-        case Op::kMemalign:
-          op.size = e.b, op.arg = e.a;
-          break;
+      if (e.op == Op::kFree && r.old_slot == kNone) {
+        if (e.a == 0) ++info.skipped_free_null;
+        continue;  // free(NULL), or an unknown address (counted by the timeline)
       }
+      const trace::CallArgs args = trace::call_args(e);
+      op.size = args.size;
+      op.arg = args.arg;
       if (e.op != Op::kFree && r.slot == kNone && r.old_slot == kNone) {
         ++info.skipped_failed;  // returned null when recorded and released nothing
         continue;

@@ -31,9 +31,7 @@ static_assert(sizeof(PlanOp) == 40);
 
 // The bytes an op asks for: count * size for calloc and reallocarray.
 inline uint64_t op_bytes(const PlanOp& op) {
-  const bool counted =
-      op.kind == uint8_t(trace::Op::kCalloc) || op.kind == uint8_t(trace::Op::kReallocarray);
-  return counted ? op.size * op.arg : op.size;
+  return trace::is_counted(trace::Op(op.kind)) ? op.size * op.arg : op.size;
 }
 
 struct PlanHeader {

@@ -47,6 +47,20 @@ struct Event {
   uint8_t pad[3] = {};
 };
 
+// A call's request, in the order its entry point takes it: `size` is the byte count, or the
+// element count for calloc and reallocarray; `arg` is then the element size, or the alignment
+// for posix_memalign, aligned_alloc and memalign, else 0. Both 0 for free.
+struct CallArgs {
+  uint64_t size = 0;
+  uint64_t arg = 0;
+};
+CallArgs call_args(const Event& e);
+
+// True for calls whose request is count * size (calloc, reallocarray).
+constexpr bool is_counted(Op op) {
+  return op == Op::kCalloc || op == Op::kReallocarray;
+}
+
 // The bytes a call asked for (count * size for calloc/reallocarray, saturating).
 uint64_t requested_bytes(const Event& e);
 

@@ -17,28 +17,32 @@ const char* op_name(Op op) {
   return i < kOpCount ? names[i] : "unknown";
 }
 
-uint64_t requested_bytes(const Event& e) {
-  auto mul = [](uint64_t n, uint64_t s) {
-    return s != 0 && n > UINT64_MAX / s ? UINT64_MAX : n * s;
-  };
+CallArgs call_args(const Event& e) {
   switch (e.op) {
     case Op::kMalloc:
     case Op::kValloc:
     case Op::kPvalloc:
-      return e.a;
+      return {e.a, 0};
     case Op::kCalloc:
-      return mul(e.a, e.b);
+      return {e.a, e.b};
     case Op::kRealloc:
+      return {e.b, 0};
     case Op::kPosixMemalign:
     case Op::kAlignedAlloc:
     case Op::kMemalign:
-      return e.b;
+      return {e.b, e.a};
     case Op::kReallocarray:
-      return mul(e.b, e.c);
+      return {e.b, e.c};
     case Op::kFree:
-      return 0;
+      break;
   }
-  return 0;
+  return {};
+}
+
+uint64_t requested_bytes(const Event& e) {
+  const CallArgs c = call_args(e);
+  if (!is_counted(e.op)) return c.size;
+  return c.arg != 0 && c.size > UINT64_MAX / c.arg ? UINT64_MAX : c.size * c.arg;
 }
 
 std::string meta_get(const Meta& m, const std::string& key, const std::string& fallback) {
