@@ -42,10 +42,31 @@ inline std::uintptr_t free_tag(const void* p) {
   Message().str("allockit: ").str(call).str(": ").str(what).str(": ").ptr(p).fail();
 }
 
+// A pooled block being handed out loses its freed-block tag (class 0 blocks, 8 bytes, have none).
+inline void* clear_tag(void* p, unsigned cls) {
+  if (cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+  return p;
+}
+
+// A pointer into a pool region where a block can start: 8-aligned and past its slab's header.
+inline bool well_formed_pooled(const void* p) {
+  return (addr(p) & 7) == 0 && (addr(p) & (kSlabSize - 1)) >= sizeof(Slab);
+}
+
+// Tags well-formed pooled block `p` as freed. Returns false, changing nothing, when it already
+// carries the tag: a double free.
+inline bool tag_freed(void* p) {
+  if (slab_of(p)->block_size < 16) return true;  // no room for a tag
+  auto* w = static_cast<std::uintptr_t*>(p);
+  const std::uintptr_t tag = free_tag(p);
+  if (w[1] == tag) return false;
+  w[1] = tag;
+  return true;
+}
+
 inline void* alloc_small(unsigned cls) {
   void* p = pool_alloc(cls);
-  if (p != nullptr && cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
-  return p;
+  return p ? clear_tag(p, cls) : nullptr;
 }
 
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero.
@@ -67,8 +88,7 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed) {
 // The usable size of a block, aborting on a pointer allockit did not hand out.
 std::size_t usable_or_die(const char* call, const void* p) {
   if (in_pool_region(p)) {
-    if (addr(p) & 7 || (addr(p) & (kSlabSize - 1)) < sizeof(Slab))
-      bad_pointer(call, "invalid pointer", p);
+    if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
     return slab_of(p)->block_size;
   }
   const std::size_t n = large_usable_size(p);
@@ -79,14 +99,8 @@ std::size_t usable_or_die(const char* call, const void* p) {
 void free_any(const char* call, void* p) {
   if (in_pool_region(p)) [[likely]] {
     // Cheap checks only: alignment, the slab header, and the freed-block tag (double free).
-    if (addr(p) & 7 || (addr(p) & (kSlabSize - 1)) < sizeof(Slab))
-      bad_pointer(call, "invalid pointer", p);
-    if (slab_of(p)->block_size >= 16) {
-      auto* w = static_cast<std::uintptr_t*>(p);
-      const std::uintptr_t tag = free_tag(p);
-      if (w[1] == tag) bad_pointer(call, "double free detected", p);
-      w[1] = tag;
-    }
+    if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
+    if (!tag_freed(p)) bad_pointer(call, "double free detected", p);
     return pool_free(p);
   }
   if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
@@ -138,10 +152,8 @@ extern "C" {
 void* ak_malloc(size_t size) {
   if (size <= kMaxPooledSize) [[likely]] {
     const unsigned cls = malloc_class(size);
-    if (void* p = pool_pop(cls)) [[likely]] {
-      if (cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
-      return p;
-    }
+    if (void* p = pool_pop(cls)) [[likely]]
+      return clear_tag(p, cls);
   }
   return malloc_slow(size);  // out of line, so the fast path above needs no stack frame
 }
@@ -150,17 +162,8 @@ void* ak_malloc(size_t size) {
 // else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
 // needs no stack frame.
 void ak_free(void* p) {
-  if (in_pool_region(p)) [[likely]] {
-    if ((addr(p) & 7) == 0 && (addr(p) & (kSlabSize - 1)) >= sizeof(Slab)) [[likely]] {
-      if (slab_of(p)->block_size < 16) return pool_free(p);
-      auto* w = static_cast<std::uintptr_t*>(p);
-      const std::uintptr_t tag = free_tag(p);
-      if (w[1] != tag) [[likely]] {
-        w[1] = tag;
-        return pool_free(p);
-      }
-    }
-  }
+  if (in_pool_region(p) && well_formed_pooled(p) && tag_freed(p)) [[likely]]
+    return pool_free(p);
   if (p != nullptr) free_any("free()", p);
 }
 
