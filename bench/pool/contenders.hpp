@@ -10,6 +10,7 @@
 #include <boost/pool/object_pool.hpp>
 #include <boost/pool/pool_alloc.hpp>
 #include <memory_resource>
+#include <string>
 
 #include "allockit/object_pool.hpp"
 #include "allockit/pool.hpp"
@@ -94,24 +95,18 @@ struct AkObjectPool {
   void destroy(Obj<N>* p) { pool.destroy(p); }
 };
 
-// The same two pools with static storage, reached through a global as a program-wide pool per
-// type is: their state is no longer in the benchmark's stack frame, where this CPU can forward
-// stack-relative stores to loads at no cost. Shows what that placement is worth next to the
-// shared pools (whose state is per thread, never on the caller's stack).
-template <std::size_t N>
-struct BoostObjectPoolGlobal {
-  static constexpr const char* kName = "boost_object_pool_global";
-  static inline boost::object_pool<Obj<N>> pool;
-  Obj<N>* create() { return pool.construct(); }
-  void destroy(Obj<N>* p) { pool.destroy(p); }
-};
-
-template <std::size_t N>
-struct AkObjectPoolGlobal {
-  static constexpr const char* kName = "ak_object_pool_global";
-  static inline ak::ObjectPool<Obj<N>> pool;
-  Obj<N>* create() { return pool.create(); }
-  void destroy(Obj<N>* p) { pool.destroy(p); }
+// Contender C<N> in static storage, reached through a global as a program-wide pool per type
+// is, rather than as a local of the benchmark: shows whether the pool's placement matters next
+// to the shared pools, whose state is per thread and never on the caller's stack.
+template <template <std::size_t> class C>
+struct Global {
+  template <std::size_t N>
+  struct Of {
+    static inline const std::string kName = std::string(C<N>::kName) + "_global";
+    static inline C<N> inner;
+    auto* create() { return inner.create(); }
+    void destroy(decltype(inner.create()) p) { inner.destroy(p); }
+  };
 };
 
 template <std::size_t N>

@@ -90,8 +90,8 @@ void RegisterObjectSuites() {
   RegisterObjectContender<PmrSync>(20);
   RegisterObjectContender<AkObjectPool>(20);
   RegisterObjectContender<AkSmallObject>(20);
-  RegisterObjectContender<BoostObjectPoolGlobal>(0);  // suite 1 only
-  RegisterObjectContender<AkObjectPoolGlobal>(0);
+  RegisterObjectContender<Global<BoostObjectPool>::Of>(0);  // suite 1 only
+  RegisterObjectContender<Global<AkObjectPool>::Of>(0);
 }
 
 }  // namespace bench
