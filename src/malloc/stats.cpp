@@ -129,8 +129,7 @@ void ak_stats_print(void) {
 }
 
 size_t ak_collect(int force) {
-  pool_flush_remote();
-  pool_collect_abandoned();
+  pool_settle_remote();
   if (force) return slab_source_trim() + large_trim();
   return slab_source_purge_expired() + large_purge_older_than(slab_source_purge_delay());
 }

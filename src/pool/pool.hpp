@@ -10,10 +10,10 @@
 namespace ak::detail {
 std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
 std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
-void pool_flush_remote() noexcept;  // hands this thread's batched cross-thread frees over
-// Sorts the frees that reached heaps of exited threads back into their slabs, retiring the
-// slabs that empty, so their memory can go back to the OS before a new thread adopts the heap.
-void pool_collect_abandoned() noexcept;
+// Settles cross-thread frees before a trim: hands this thread's batches to their owners, then
+// sorts the frees that reached heaps of exited threads back into their slabs, retiring the slabs
+// that empty, so their memory can go back to the OS before a new thread adopts the heap.
+void pool_settle_remote() noexcept;
 void heaps_lock() noexcept;  // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;
 }  // namespace ak::detail

@@ -60,8 +60,7 @@ PoolStats pool_stats() noexcept {
 }
 
 std::size_t pool_trim() noexcept {
-  detail::pool_flush_remote();
-  detail::pool_collect_abandoned();
+  detail::pool_settle_remote();
   return detail::slab_source_trim();
 }
 

@@ -381,11 +381,8 @@ void pool_check_pointer(const void* p) noexcept {
         .fail();
 }
 
-void pool_flush_remote() noexcept {
+void pool_settle_remote() noexcept {
   flush_outgoing(tl_heap);  // the sentinel heap never holds any
-}
-
-void pool_collect_abandoned() noexcept {
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).
   std::lock_guard guard(g_heaps_lock);

@@ -2,7 +2,7 @@
 // A slab is a 64 KiB-aligned run of same-class blocks whose header sits at its start, so a block's
 // slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
 // - only the owner thread touches `free`, `used`, `full` and the heap's bins (a heap no thread
-//   owns is touched only under the hand-out lock, by pool_collect_abandoned);
+//   owns is touched only under the hand-out lock, by pool_settle_remote);
 // - other threads never write a slab header (a debug slab's atomic live bits aside): their frees
 //   go onto the owning heap's `remote_blocks` stack, in chains (one CAS per chain), and the owner
 //   sorts them back into their slabs;
