@@ -67,6 +67,7 @@ bench: all
 
 bench-malloc: all
 	$(PY) bench/run_malloc_bench.py --build $(BUILD) --out bench/results
+	$(PY) bench/run_start_bench.py --build $(BUILD) --out bench/results
 
 # Thirty classic misuse cases under every allocator: which ones each detects.
 bench-misuse: all

@@ -1,6 +1,5 @@
-// Allocator workloads modelled on what the common malloc benchmarks stress. Uses plain
-// malloc/free/realloc/calloc so the allocator is whatever the process was started with
-// (LD_PRELOAD). Usage: malloc_workloads NAME  -> one JSON line: wall seconds and peak RSS.
+// The malloc workload driver and the project's own workloads (the standard suite's models are in
+// standard_suite.cpp). Usage: malloc_workloads NAME  -> one JSON line: wall seconds and peak RSS.
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,14 +14,10 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "common.hpp"
 
-void touch(void* p, std::size_t n) {
-  if (n) {
-    static_cast<volatile char*>(p)[0] = 1;
-    static_cast<volatile char*>(p)[n - 1] = 1;
-  }
-}
+namespace workloads {
+namespace {
 
 std::size_t small_size(std::mt19937& rng, std::size_t lo, std::size_t hi) {
   // Log-uniform between lo and hi: most requests small, a tail of larger ones.
@@ -30,60 +25,9 @@ std::size_t small_size(std::mt19937& rng, std::size_t lo, std::size_t hi) {
   return std::size_t(std::exp2(d(rng)));
 }
 
-// Server-style churn: two threads replace random slots of their arrays and swap arrays every
-// round, so half the frees hit blocks another thread allocated (larson-like).
-void larson() {
-  constexpr int kSlots = 2000, kRounds = 40, kOpsPerRound = 25000;
-  std::vector<void*> arrays[2];
-  for (auto& a : arrays) a.assign(kSlots, nullptr);
-  std::atomic<int> turn{0};
-  auto worker = [&](int id) {
-    std::mt19937 rng(id);
-    for (int r = 0; r < kRounds; ++r) {
-      while (turn.load() < r * 2) std::this_thread::yield();
-      std::vector<void*>& a = arrays[(id + r) % 2];
-      for (int i = 0; i < kOpsPerRound; ++i) {
-        const int k = int(rng() % kSlots);
-        std::free(a[k]);
-        const std::size_t n = 16 + rng() % 497;
-        a[k] = std::malloc(n);
-        touch(a[k], n);
-      }
-      turn.fetch_add(1);
-    }
-  };
-  std::thread t0(worker, 0), t1(worker, 1);
-  t0.join();
-  t1.join();
-  for (auto& a : arrays)
-    for (void* p : a) std::free(p);
-}
-
-// Producer/consumer: one thread allocates, the other frees (xmalloc-like).
-void xmalloc() {
-  constexpr std::size_t kBlocks = 3'000'000, kRing = 8192;
-  std::vector<std::atomic<void*>> ring(kRing);
-  std::thread consumer([&] {
-    for (std::size_t i = 0; i < kBlocks; ++i) {
-      void* p;
-      while ((p = ring[i % kRing].exchange(nullptr)) == nullptr) std::this_thread::yield();
-      std::free(p);
-    }
-  });
-  std::mt19937 rng(1);
-  for (std::size_t i = 0; i < kBlocks; ++i) {
-    const std::size_t n = 16 + rng() % 241;
-    void* p = std::malloc(n);
-    touch(p, n);
-    while (ring[i % kRing].load() != nullptr) std::this_thread::yield();
-    ring[i % kRing].store(p);
-  }
-  consumer.join();
-}
-
 // Many short-lived threads, two at a time, each with its own burst of allocations.
 void thread_churn() {
-  for (int round = 0; round < 150; ++round) {
+  for (int round = 0; round < 1500; ++round) {
     auto burst = [round](int id) {
       std::mt19937 rng(round * 2 + id);
       std::vector<void*> v;
@@ -131,7 +75,7 @@ void random_sizes() {
   auto worker = [](int id) {
     std::mt19937 rng(10 + id);
     std::vector<void*> set(4000, nullptr);
-    for (int i = 0; i < 1'500'000; ++i) {
+    for (int i = 0; i < 7'500'000; ++i) {
       auto& p = set[rng() % set.size()];
       std::free(p);
       const std::size_t n = small_size(rng, 8, 16384);
@@ -149,7 +93,7 @@ void random_sizes() {
 void large_blocks() {
   std::mt19937 rng(5);
   std::vector<void*> set(8, nullptr);
-  for (int i = 0; i < 4000; ++i) {
+  for (int i = 0; i < 400'000; ++i) {
     auto& p = set[rng() % set.size()];
     std::free(p);
     const std::size_t n = (std::size_t(1) << 20) + rng() % (std::size_t(7) << 20);
@@ -191,6 +135,21 @@ void large_calloc() {
   g_calloc_us = total / 200;
 }
 
+}  // namespace
+
+void register_classic(Registry& r) {
+  r["thread_churn"] = thread_churn;
+  r["mixed_lifetimes"] = mixed_lifetimes;
+  r["random_sizes"] = random_sizes;
+  r["large_blocks"] = large_blocks;
+  r["realloc_growth"] = realloc_growth;
+  r["large_calloc"] = large_calloc;
+}
+
+}  // namespace workloads
+
+namespace {
+
 // Peak resident bytes of this process image, in KiB: VmHWM from /proc/self/status. Not
 // getrusage's ru_maxrss, which Linux carries across execve, so a child of a 15 MiB Python
 // launcher would report at least 15 MiB whatever it did.
@@ -208,15 +167,9 @@ long peak_rss_kib() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::map<std::string, std::function<void()>> workloads = {
-      {"larson", larson},
-      {"xmalloc", xmalloc},
-      {"thread_churn", thread_churn},
-      {"mixed_lifetimes", mixed_lifetimes},
-      {"random_sizes", random_sizes},
-      {"large_blocks", large_blocks},
-      {"realloc_growth", realloc_growth},
-      {"large_calloc", large_calloc}};
+  workloads::Registry workloads;
+  workloads::register_classic(workloads);
+  workloads::register_standard(workloads);
   if (argc != 2 || !workloads.count(argv[1])) {
     std::fprintf(stderr, "usage: malloc_workloads NAME  (names:");
     for (auto& [name, fn] : workloads) std::fprintf(stderr, " %s", name.c_str());
@@ -228,6 +181,6 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "{\"workload\": \"%s\", \"seconds\": %.6f, \"peak_rss_kib\": %ld, \"calloc_us\": %.3f}\n",
-      argv[1], secs, peak_rss_kib(), g_calloc_us);
+      argv[1], secs, peak_rss_kib(), workloads::g_calloc_us);
   return 0;
 }

@@ -1,7 +1,7 @@
 // Large blocks: requests above the pools' range (over 16 KiB, or aligned beyond 64) get a mapping
 // of their own, with a 32-byte header just before the user pointer, and are recorded in a registry
 // (an open-addressing set under a mutex) so a free of any other pointer is caught before its
-// header is read. Freed mappings are kept in a bounded cache for reuse. Thread-safe.
+// header is read. Freed mappings are kept for reuse (large_cache.hpp). Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +10,10 @@
 namespace ak::detail {
 
 // Returns: a block of `size` bytes aligned to `align` (a power of two >= 16), or null.
-// `*zeroed` says whether its bytes are known to be zero (fresh from the OS).
-void* large_alloc(std::size_t size, std::size_t align, bool* zeroed) noexcept;
+// `*zeroed` says whether its bytes are known to be zero. `want_zero` (calloc): prefer memory
+// that is, emptying a big cached range rather than leaving the caller to clear it.
+void* large_alloc(std::size_t size, std::size_t align, bool* zeroed,
+                  bool want_zero = false) noexcept;
 // Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one.
 bool large_free(void* p) noexcept;
 // Returns: the usable size of large block `p`, or 0 if `p` is not one.

@@ -15,8 +15,10 @@
 namespace ak::detail {
 namespace {
 
-// malloc guarantees 16-byte alignment from 16 bytes up (like glibc), 8 below.
+// malloc guarantees 16-byte alignment from 16 bytes up (like glibc), 8 below: what malloc and
+// calloc ask alloc_any for is kMallocRequest, which only they may pass.
 constexpr std::size_t kMallocAlign = 16;
+constexpr std::size_t kMallocRequest = 8;
 
 struct MallocClasses {
   unsigned char of[kMaxPooledSize / 16 + 1];  // index: (size + 15) / 16, for sizes > 8
@@ -69,18 +71,21 @@ inline void* alloc_small(unsigned cls) {
   return p ? clear_tag(p, cls) : nullptr;
 }
 
-// Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero.
-void* alloc_any(std::size_t size, std::size_t align, bool* zeroed) {
+// Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
+// `want_zero` (calloc) asks the large blocks for memory that is.
+void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zero = false) {
   *zeroed = false;
   if (size <= kMaxPooledSize && align <= kMaxPooledAlign) {
-    const unsigned cls = align <= kMallocAlign ? malloc_class(size) : class_for(size, align);
+    // malloc's table serves malloc's own guarantee only: an explicit 16-byte alignment of a
+    // request of 8 bytes or less must not get the 8-byte class.
+    const unsigned cls = align <= kMallocRequest ? malloc_class(size) : class_for(size, align);
     if (cls < kClassCount) {
       void* p = alloc_small(cls);
       if (p == nullptr) errno = ENOMEM;
       return p;
     }
   }
-  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed);
+  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
 }
@@ -108,7 +113,7 @@ void free_any(const char* call, void* p) {
 
 [[gnu::noinline]] void* malloc_slow(std::size_t size) {
   bool zeroed;
-  return alloc_any(size, kMallocAlign, &zeroed);
+  return alloc_any(size, kMallocRequest, &zeroed);
 }
 
 void* memalign_impl(std::size_t align, std::size_t size) {
@@ -122,8 +127,12 @@ void* memalign_impl(std::size_t align, std::size_t size) {
   return alloc_any(size, align, &zeroed);
 }
 
+// At load: options, fork handlers and the purge delay. Nothing a short process would pay for: no
+// thread (the purger starts when memory is first cached), no mapping, no file read.
 __attribute__((constructor)) void init_at_load() {
+  load_options();
   install_fork_handlers();
+  slab_source_on_cache(start_background_purge);
   const Options& o = options();
   slab_source_set_purge_delay(o.purge_delay_ms * 1'000'000);
   if (o.verbose)
@@ -135,7 +144,6 @@ __attribute__((constructor)) void init_at_load() {
         .str(", stats at exit ")
         .str(o.stats_at_exit ? "on" : "off")
         .print();
-  start_background_purge();
 }
 
 __attribute__((destructor)) void report_at_exit() {
@@ -174,7 +182,7 @@ void* ak_calloc(size_t n, size_t size) {
     return nullptr;
   }
   bool zeroed;
-  void* p = alloc_any(total, kMallocAlign, &zeroed);
+  void* p = alloc_any(total, kMallocRequest, &zeroed, true);
   if (p != nullptr && !zeroed) std::memset(p, 0, total);  // fresh OS pages are never touched
   return p;
 }

@@ -38,7 +38,7 @@ void parse_ms(const char* name, std::uint64_t max, std::uint64_t* out) {
   *out = n;
 }
 
-Options parse() {
+Options parse() noexcept {
   Options o;
   parse_ms("ALLOCKIT_PURGE_DELAY_MS", 3'600'000, &o.purge_delay_ms);
   parse_flag("ALLOCKIT_BACKGROUND_PURGE", &o.background_purge);
@@ -49,9 +49,16 @@ Options parse() {
 
 }  // namespace
 
+namespace {
+constinit Options g_options;  // defaults until load_options() runs
+}  // namespace
+
 const Options& options() noexcept {
-  static const Options o = parse();
-  return o;
+  return g_options;
+}
+
+void load_options() noexcept {
+  g_options = parse();
 }
 
 }  // namespace ak::detail

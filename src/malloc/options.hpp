@@ -14,10 +14,14 @@ struct Options {
   bool verbose = false;                 // ALLOCKIT_VERBOSE
 };
 
-// The options in force (parsed on first call; defaults until the library's constructor ran).
+// The options in force: defaults until load_options() ran (the library's constructor calls it).
 const Options& options() noexcept;
+// Effects: parses the ALLOCKIT_* variables. Called once, at load, before any thread exists.
+void load_options() noexcept;
 
-// Starts the background purger (purger.cpp) if the options allow; idempotent.
+// Starts the background purger (purger.cpp) if the options allow and it is not running yet.
+// Called after memory was cached for purging, never with an allocator lock held (creating a
+// thread allocates). Cost once started: one relaxed load.
 void start_background_purge() noexcept;
 
 }  // namespace ak::detail

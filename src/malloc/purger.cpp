@@ -3,8 +3,10 @@
 // gone quiet and no allocator call would trigger a purge. It wakes once per purge delay (at least
 // every 10 ms, at most every second when the delay is 0), so memory leaves within two delays, and
 // allocator threads never signal it: an earlier version woke it on every cached slab, and the
-// wake-ups disturbed programs whose threads hand work back and forth. It never allocates. A
-// forked child has no purger: it purges on allocator activity.
+// wake-ups disturbed programs whose threads hand work back and forth. It never allocates. It
+// starts the first time memory is cached for purging (a slab or a large mapping), never at load:
+// a short process that never frees a slab pays for no thread. A forked child has no purger: it
+// purges on allocator activity.
 #include <atomic>
 
 #include "allockit/allockit.h"
@@ -31,7 +33,8 @@ void purger_main() {
 }  // namespace
 
 void start_background_purge() noexcept {
-  if (!options().background_purge || g_started.exchange(true)) return;
+  if (g_started.load(std::memory_order_relaxed) || !options().background_purge) return;
+  if (g_started.exchange(true)) return;
   if (!os::start_thread(purger_main) && options().verbose)
     Message().str("allockit: no background purge (thread refused)").print();
 }

@@ -3,18 +3,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
-#include "allockit/page_source.hpp"
 #include "os/os.hpp"
 
 namespace ak::os {
 namespace {
 
+constexpr std::size_t kTryPlainMapAlign = std::size_t(1) << 16;
+
 struct Linux {
   static std::size_t page_size() noexcept {
-    static const std::size_t size = std::size_t(::sysconf(_SC_PAGESIZE));
-    return size;
+    // Cached in a constant-initialised atomic: no guarded static, no C++ runtime call.
+    static std::atomic<std::size_t> size{0};
+    std::size_t n = size.load(std::memory_order_relaxed);
+    if (n == 0) size.store(n = std::size_t(::sysconf(_SC_PAGESIZE)), std::memory_order_relaxed);
+    return n;
   }
 
   static void* map_aligned(std::size_t bytes, std::size_t align, int prot,
@@ -25,11 +30,15 @@ struct Linux {
     bytes = detail::align_up(bytes, page);
     if (bytes + align < bytes) return nullptr;  // overflow
     const int flags = MAP_PRIVATE | MAP_ANONYMOUS | extra;
-    // Fast case: the kernel often hands back aligned addresses already.
-    void* p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    if (detail::addr(p) % align == 0) return p;
-    ::munmap(p, bytes);
+    // Fast case for small alignments: the kernel often hands back aligned addresses already.
+    // Large ones (the pools' 16 MiB regions) rarely are: over-map at once, saving a map/unmap.
+    void* p;
+    if (align <= kTryPlainMapAlign) {
+      p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
+      if (p == MAP_FAILED) return nullptr;
+      if (detail::addr(p) % align == 0) return p;
+      ::munmap(p, bytes);
+    }
     const std::size_t span = bytes + align - page;
     p = ::mmap(nullptr, span, prot, flags, -1, 0);
     if (p == MAP_FAILED) return nullptr;
@@ -54,14 +63,6 @@ struct Linux {
   }
 };
 static_assert(MemoryPrimitives<Linux>);
-
-class OsPageSource final : public PageSource {
- public:
-  void* map(std::size_t bytes, std::size_t align) noexcept override {
-    return os::map(bytes, align);
-  }
-  void unmap(void* p, std::size_t bytes) noexcept override { os::release(p, bytes); }
-};
 
 }  // namespace
 
@@ -121,10 +122,3 @@ std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept {
 }
 
 }  // namespace ak::os
-
-namespace ak {
-PageSource& os_page_source() noexcept {
-  static os::OsPageSource source;
-  return source;
-}
-}  // namespace ak

@@ -1,20 +1,45 @@
 // Thread-exit hooks on Linux through pthread keys, and the coarse clock: their destructors run
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "os/os.hpp"
 
 namespace ak::os {
 
-ThreadExitHook::ThreadExitHook(void (*fn)(void*)) noexcept {
-  pthread_key_t key;
-  ok_ = ::pthread_key_create(&key, fn) == 0;
-  key_ = ok_ ? unsigned(key) : 0;
+void ThreadExitHook::arm(void* value) noexcept {
+  int state = state_.load(std::memory_order_acquire);
+  if (state == 0 && state_.compare_exchange_strong(state, 2, std::memory_order_acquire)) {
+    pthread_key_t key;  // pthread_key_create never allocates
+    const bool ok = ::pthread_key_create(&key, fn_) == 0;
+    key_ = ok ? unsigned(key) : 0;
+    state = ok ? 1 : -1;
+    state_.store(state, std::memory_order_release);
+  }
+  while (state == 2) state = state_.load(std::memory_order_acquire);  // another thread creates it
+  if (state == 1) ::pthread_setspecific(pthread_key_t(key_), value);
 }
 
-void ThreadExitHook::arm(void* value) noexcept {
-  if (ok_) ::pthread_setspecific(pthread_key_t(key_), value);
+namespace {
+long futex(std::atomic<int>* word, int op, int value) noexcept {
+  return ::syscall(SYS_futex, reinterpret_cast<int*>(word), op, value, nullptr, nullptr, 0);
+}
+}  // namespace
+
+void Lock::lock_contended() noexcept {
+  // Drepper's mutex: mark the word contended (2) and sleep until an unlock finds it free.
+  int c = state_.exchange(2, std::memory_order_acquire);
+  while (c != 0) {
+    futex(&state_, FUTEX_WAIT_PRIVATE, 2);
+    c = state_.exchange(2, std::memory_order_acquire);
+  }
+}
+
+void Lock::wake_one() noexcept {
+  futex(&state_, FUTEX_WAKE_PRIVATE, 1);
 }
 
 bool on_fork(void (*prepare)(), void (*after)()) noexcept {

@@ -3,6 +3,7 @@
 // caller. All functions are thread-safe and never allocate.
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -42,20 +43,59 @@ std::uint64_t coarse_now_ns() noexcept;
 bool start_thread(void (*fn)()) noexcept;
 void sleep_ns(std::uint64_t ns) noexcept;
 
+// A mutex for the allocator's slow paths: a futex word (0 free, 1 held, 2 held with waiters), so
+// it needs no C++ runtime and no constructor (constinit-able), and a child after fork() may unlock
+// what the parent's prepare handler locked. Not recursive. Uncontended lock and unlock: one atomic
+// read-modify-write each, no system call.
+class Lock {
+ public:
+  constexpr Lock() noexcept = default;
+  void lock() noexcept {
+    int expected = 0;
+    if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) [[unlikely]]
+      lock_contended();
+  }
+  void unlock() noexcept {
+    if (state_.exchange(0, std::memory_order_release) == 2) [[unlikely]]
+      wake_one();
+  }
+
+ private:
+  void lock_contended() noexcept;
+  void wake_one() noexcept;
+  std::atomic<int> state_{0};
+};
+
+// Holds a Lock for a scope.
+class LockGuard {
+ public:
+  explicit LockGuard(Lock& l) noexcept : lock_(l) { lock_.lock(); }
+  ~LockGuard() { lock_.unlock(); }
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+
+ private:
+  Lock& lock_;
+};
+
 // Registers fork handlers (pthread_atfork): `prepare` runs in the parent before fork, `after` in
 // both parent and child afterwards. Returns false on failure.
 bool on_fork(void (*prepare)(), void (*after)()) noexcept;
 
 // Run `fn(value)` when the calling thread exits, after C++ thread_local destructors. Re-arming from
 // inside `fn` runs it again (bounded by the OS). One hook per `ThreadExitHook` object.
+// The hook is created on first arm (constinit-able, so no guarded static; concurrent first arms
+// create it once).
 class ThreadExitHook {
  public:
-  explicit ThreadExitHook(void (*fn)(void*)) noexcept;
+  constexpr explicit ThreadExitHook(void (*fn)(void*)) noexcept : fn_(fn) {}
   void arm(void* value) noexcept;  // for the calling thread; null disarms
 
  private:
-  unsigned key_;
-  bool ok_;
+  void (*fn_)(void*);
+  unsigned key_ = 0;
+  std::atomic<int> state_{0};  // 0 not created, 2 being created, 1 created, -1 refused
 };
 
 // What every OS backend provides (checked against the Linux one in linux_memory.cpp).

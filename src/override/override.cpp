@@ -5,6 +5,7 @@
 #include <new>
 
 #include "allockit/allockit.h"
+#include "core/core.hpp"
 
 #define AK_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -55,25 +56,59 @@ AK_EXPORT int malloc_trim(size_t pad) {
 }
 
 // ---- C++: throwing forms loop on the new_handler, as the standard requires ----
+// liballockit.so must not need the C++ runtime (a C program would load libstdc++ for nothing),
+// so everything the operators take from it is a weak reference, bound only when the process has
+// libstdc++ anyway: the new_handler, the bad_alloc thrower, and the catch in the nothrow forms
+// (its personality routine and __cxa_begin/end_catch). Without libstdc++ no handler can have been
+// set, so nothing is ever thrown or caught; a throwing new that fails then reports and aborts,
+// as mimalloc does. (libstdc++ dlopen'd later, privately, is not seen: the same report.)
+
+using NewHandler = void (*)();
+extern "C" {
+NewHandler ak_weak_get_new_handler() __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
+[[noreturn]] void ak_weak_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
+    __attribute__((weak));
+}
+// The compiler declares these itself for the catch below; the assembler directive makes those
+// references weak too.
+__asm__(".weak __gxx_personality_v0\n.weak __cxa_begin_catch\n.weak __cxa_end_catch");
 
 namespace {
+
+NewHandler current_new_handler() {
+  return ak_weak_get_new_handler ? ak_weak_get_new_handler() : nullptr;
+}
+
+[[noreturn]] void fail_new(std::size_t n) {
+  if (ak_weak_throw_bad_alloc) ak_weak_throw_bad_alloc();
+  ak::detail::Message()
+      .str("allockit: operator new: out of memory (")
+      .num(n)
+      .str(" bytes), and no C++ runtime in the process to throw std::bad_alloc")
+      .fail();
+}
+
 void* new_or_throw(std::size_t n) {
   for (;;) {
     if (void* p = ak_malloc(n)) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    NewHandler handler = current_new_handler();
+    if (handler == nullptr) fail_new(n);
     handler();
   }
 }
 void* new_aligned_or_throw(std::size_t n, std::align_val_t a) {
   for (;;) {
     if (void* p = ak_memalign(static_cast<std::size_t>(a), n)) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    NewHandler handler = current_new_handler();
+    if (handler == nullptr) fail_new(n);
     handler();
   }
 }
+// Nothrow forms: null when out of memory and no handler is set (the common case, no catch
+// involved), else the throwing form inside a catch, since a handler may throw bad_alloc.
 void* new_nothrow(std::size_t n) noexcept {
+  if (void* p = ak_malloc(n)) return p;
+  if (current_new_handler() == nullptr) return nullptr;
   try {
     return new_or_throw(n);
   } catch (...) {
@@ -81,6 +116,8 @@ void* new_nothrow(std::size_t n) noexcept {
   }
 }
 void* new_aligned_nothrow(std::size_t n, std::align_val_t a) noexcept {
+  if (void* p = ak_memalign(static_cast<std::size_t>(a), n)) return p;
+  if (current_new_handler() == nullptr) return nullptr;
   try {
     return new_aligned_or_throw(n, a);
   } catch (...) {

@@ -1,10 +1,10 @@
-// Umbrella header of the pool layer for the layers above: block pools, object pools, the shared
-// size-class pools and their internal hooks.
+// Umbrella header of the pool layer for the layers above: the shared size-class pools' internals
+// (fast paths, slab source, the hooks below). The public pool headers (allockit/block_pool.hpp,
+// object_pool.hpp, pool.hpp) are included by whoever uses them: they throw, and the malloc layer,
+// built without exceptions, must not see them.
 #pragma once
 
-#include "allockit/block_pool.hpp"
-#include "allockit/object_pool.hpp"
-#include "allockit/pool.hpp"
+#include "allockit/detail/shared_pool.hpp"
 #include "pool/slab_source.hpp"
 
 namespace ak::detail {

@@ -2,6 +2,7 @@
 // global operator new for sizes and alignments the pools do not serve, stats and trim.
 #include <stdexcept>
 
+#include "allockit/pool.hpp"
 #include "core/core.hpp"
 #include "pool/pool.hpp"
 

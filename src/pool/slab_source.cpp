@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <mutex>
 
 #include "os/os.hpp"
 
@@ -15,7 +14,7 @@ namespace {
 constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs
 char* g_regions[kMaxRegions];                 // guarded by g_lock
 
-std::mutex g_lock;
+constinit os::Lock g_lock;
 std::size_t g_region_count = 0;
 char* g_carve = nullptr;
 char* g_carve_end = nullptr;
@@ -26,6 +25,7 @@ std::uint64_t* g_cache_time = nullptr;
 std::size_t g_cache_len = 0, g_cache_cap = 0, g_purged = 0;
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
 std::size_t g_in_use = 0;
+void (*g_on_cache)() = nullptr;  // set once at load
 
 bool add_region() {
   if (g_region_count == kMaxRegions) return false;
@@ -95,7 +95,7 @@ std::size_t purge_expired() {
 std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];  // BSS: touched pages only
 
 Slab* slab_acquire(bool* zeroed) noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   purge_expired();
   ++g_in_use;
   if (g_cache_len > 0) {  // the most recently released slab: likely still resident and warm
@@ -115,25 +115,32 @@ Slab* slab_acquire(bool* zeroed) noexcept {
 }
 
 void slab_release(Slab* slab) noexcept {
-  std::lock_guard guard(g_lock);
-  --g_in_use;
-  if (g_cache_len == g_cache_cap && !grow_cache()) {
-    // No room to remember it: give its memory back and leak only the address range.
-    os::decommit(slab, kSlabSize);
-    return;
+  {
+    os::LockGuard guard(g_lock);
+    --g_in_use;
+    if (g_cache_len == g_cache_cap && !grow_cache()) {
+      // No room to remember it: give its memory back and leak only the address range.
+      os::decommit(slab, kSlabSize);
+      return;
+    }
+    g_cache_time[g_cache_len] = os::coarse_now_ns();
+    g_cache[g_cache_len++] = addr(slab);
+    purge_expired();
   }
-  g_cache_time[g_cache_len] = os::coarse_now_ns();
-  g_cache[g_cache_len++] = addr(slab);
-  purge_expired();
+  if (g_on_cache) g_on_cache();
+}
+
+void slab_source_on_cache(void (*hook)()) noexcept {
+  g_on_cache = hook;
 }
 
 std::size_t slab_source_purge_expired() noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   return purge_expired();
 }
 
 std::uint64_t slab_source_purge_delay() noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   return g_purge_delay;
 }
 
@@ -145,13 +152,13 @@ void slab_source_unlock() noexcept {
 }
 
 void slab_source_set_purge_delay(std::uint64_t ns) noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   g_purge_delay = ns;
   purge_expired();
 }
 
 SlabSourceStats slab_source_stats() noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   SlabSourceStats s{g_region_count, g_in_use, g_cache_len, g_region_count * kRegionSize, 0};
   for (std::size_t i = 0; i < g_region_count; ++i)
     s.resident_bytes += os::resident_bytes(g_regions[i], kRegionSize);
@@ -159,7 +166,7 @@ SlabSourceStats slab_source_stats() noexcept {
 }
 
 std::size_t slab_source_trim() noexcept {
-  std::lock_guard guard(g_lock);
+  os::LockGuard guard(g_lock);
   return purge_older_than(~std::uint64_t(0));
 }
 

@@ -22,8 +22,12 @@ inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as
 // Returns: a slab-aligned kSlabSize block of memory, or null when out of memory. Its contents are
 // stale (a reused slab) or zero (fresh or decommitted); `*zeroed` says which.
 Slab* slab_acquire(bool* zeroed) noexcept;
-// Effects: takes back an empty slab for reuse.
+// Effects: takes back an empty slab for reuse; then, outside the lock, calls the hook set by
+// slab_source_on_cache (if any).
 void slab_release(Slab* slab) noexcept;
+// Effects: `hook` runs after every slab cached for reuse (liballockit starts its purger there).
+// Set once, before any thread exists.
+void slab_source_on_cache(void (*hook)()) noexcept;
 inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
 extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];
 

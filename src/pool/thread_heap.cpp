@@ -2,7 +2,6 @@
 // slab setup and retirement, lazy carving, lock-free remote frees and their collection, and the
 // checked (debug) slabs. Invariants are listed in include/allockit/detail/shared_pool.hpp.
 #include <cstring>
-#include <mutex>
 #include <new>
 
 #include "core/core.hpp"
@@ -21,7 +20,7 @@ namespace {
 
 constexpr std::size_t kCarveBytes = 4096;  // lazily carve about one OS page of blocks at a time
 
-std::mutex g_heaps_lock;
+constinit os::Lock g_heaps_lock;
 Heap* g_abandoned = nullptr;
 char* g_heap_chunk = nullptr;
 std::size_t g_heap_chunk_left = 0;
@@ -30,10 +29,7 @@ bool g_checked_slabs = kDebugBuild;
 
 void on_thread_exit(void* heap);
 
-os::ThreadExitHook& exit_hook() noexcept {
-  static os::ThreadExitHook hook(&on_thread_exit);
-  return hook;
-}
+constinit os::ThreadExitHook g_exit_hook(&on_thread_exit);
 
 // ---------------------------------------------------------------------------------------------
 // Bin lists: the slabs of one class with free space, excluding the current one
@@ -266,7 +262,7 @@ void collect_remote(Heap* h) {
 Heap* acquire_heap() {
   Heap* h = nullptr;
   {
-    std::lock_guard guard(g_heaps_lock);
+    os::LockGuard guard(g_heaps_lock);
     if (g_abandoned) {
       h = g_abandoned;
       g_abandoned = h->next_abandoned;
@@ -284,7 +280,7 @@ Heap* acquire_heap() {
     }
   }
   tl_heap = h;
-  exit_hook().arm(h);
+  g_exit_hook.arm(h);
   return h;
 }
 
@@ -308,7 +304,7 @@ void abandon_heap(Heap* h) {
       s->full = true;
     }
   }
-  std::lock_guard guard(g_heaps_lock);
+  os::LockGuard guard(g_heaps_lock);
   h->next_abandoned = g_abandoned;
   g_abandoned = h;
 }
@@ -385,7 +381,7 @@ void pool_settle_remote() noexcept {
   flush_outgoing(tl_heap);  // the sentinel heap never holds any
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).
-  std::lock_guard guard(g_heaps_lock);
+  os::LockGuard guard(g_heaps_lock);
   for (Heap* h = g_abandoned; h; h = h->next_abandoned) collect_remote(h);
 }
 
@@ -397,7 +393,7 @@ void heaps_unlock() noexcept {
 }
 
 std::size_t heap_count() noexcept {
-  std::lock_guard guard(g_heaps_lock);
+  os::LockGuard guard(g_heaps_lock);
   return g_heap_count;
 }
 

@@ -29,6 +29,70 @@ C
 cc -O1 probe.c -o probe -ldl
 [ "$(run ./probe)" = "probe ok" ]
 
+step "the library depends on libc alone and starts no thread at load"
+needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+[ "$needed" = "libc.so.6 " ] || { echo "NEEDED: $needed (want libc.so.6 only)"; exit 1; }
+cat > threads.c <<'C'
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int threads(void) {
+  int n = 0; DIR* d = opendir("/proc/self/task"); struct dirent* e;
+  while ((e = readdir(d))) n += e->d_name[0] != '.';
+  closedir(d); return n;
+}
+int main(void) {
+  void* p[64];
+  for (int i = 0; i < 64; ++i) p[i] = malloc(100);          /* a short program's allocations */
+  int before = threads();
+  for (int i = 0; i < 64; ++i) free(p[i]);
+  void* big = malloc(1 << 20); free(big);                   /* memory cached: the purger starts */
+  printf("%d %d\n", before, threads());
+  return 0;
+}
+C
+cc -O1 threads.c -o threads
+[ "$(run ./threads)" = "1 2" ]
+[ "$(ALLOCKIT_BACKGROUND_PURGE=0 run ./threads)" = "1 1" ]
+# A C program never loads the C++ runtime because of allockit.
+[ -z "$(run env LD_DEBUG=libs ./threads 2>&1 | grep -E 'libstdc\+\+|libgcc_s|libm\.so')" ]
+
+step "C++ operator new: bad_alloc, the new_handler, nothrow (through weak runtime references)"
+cat > newops.cpp <<'CPP'
+#include <cstdio>
+#include <new>
+static int calls = 0;
+static void handler_then_give_up() { if (++calls == 2) std::set_new_handler(nullptr); }
+static void handler_throws() { ++calls; throw std::bad_alloc(); }
+int main() {
+  const std::size_t huge = std::size_t(1) << 62;
+  int ok = 0;
+  try { (void)::operator new(huge); } catch (const std::bad_alloc&) { ok |= 1; }
+  std::set_new_handler(handler_then_give_up);
+  try { (void)::operator new[](huge, std::align_val_t(64)); } catch (const std::bad_alloc&) { ok |= 2; }
+  if (calls == 2) ok |= 4;
+  if (::operator new(huge, std::nothrow) == nullptr) ok |= 8;    /* no handler: plain null */
+  calls = 0;
+  std::set_new_handler(handler_throws);
+  if (::operator new(huge, std::nothrow) == nullptr && calls == 1) ok |= 16;  /* caught */
+  if (::operator new[](huge, std::align_val_t(32), std::nothrow) == nullptr && calls == 2) ok |= 32;
+  std::set_new_handler(nullptr);
+  int* p = new int(7); delete p;
+  std::printf("%d\n", ok);
+}
+CPP
+c++ -O1 newops.cpp -o newops
+[ "$(run ./newops)" = "63" ]
+# A C program whose operator new fails has no runtime to throw with: a clear message, an abort.
+cat > cnew.c <<'C'
+#include <stddef.h>
+void* _Znwm(size_t);
+int main(void) { return _Znwm((size_t)1 << 62) != 0; }
+C
+cc -O1 cnew.c -o cnew "$lib"  # linked: nothing else defines operator new here
+if run ./cnew 2> cnew.err; then echo "operator new did not fail"; exit 1; fi
+grep -q "operator new: out of memory" cnew.err
+
 step "initialisation corners: before main, first call on a new thread, dynamic TLS of dlopen"
 # A library whose thread-local array lives in dynamic TLS: each thread's first access makes
 # glibc allocate its block inside __tls_get_addr, through the preloaded malloc.

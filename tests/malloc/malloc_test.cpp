@@ -146,6 +146,26 @@ TEST(Malloc, LargeGrowthInSmallStepsGetsHeadroom) {
   ak_free(p);
 }
 
+// An explicit 16-byte alignment of a tiny request is honoured even when the 8-byte class's free
+// list starts at an address that is only 8-aligned (as after freeing two malloc(0) blocks).
+TEST(Malloc, SixteenByteAlignmentOfTinyRequests) {
+  std::vector<void*> tiny;
+  for (int i = 0; i < 8; ++i) tiny.push_back(ak_malloc(1));
+  for (void* p : tiny) ak_free(p);  // the list now holds 8-aligned blocks of the 8-byte class
+  for (std::size_t n : {1, 4, 8}) {
+    void* p = nullptr;
+    ASSERT_EQ(ak_posix_memalign(&p, 16, n), 0);
+    EXPECT_TRUE(aligned(p, 16)) << n;
+    void* q = ak_aligned_alloc(16, n);
+    EXPECT_TRUE(aligned(q, 16)) << n;
+    void* r = ak_memalign(16, n);
+    EXPECT_TRUE(aligned(r, 16)) << n;
+    ak_free(p);
+    ak_free(q);
+    ak_free(r);
+  }
+}
+
 TEST(Malloc, AlignedEntryPoints) {
   for (std::size_t a = 8; a <= (std::size_t(1) << 20); a *= 2) {
     for (std::size_t n : {1, 24, 100, 5000, 70000}) {

@@ -1,0 +1,46 @@
+// Helpers shared by the malloc workloads (workloads.cpp, standard_suite.cpp): a registry of named
+// workloads, memory touching, size distributions and a tiny fast RNG. Workloads call plain
+// malloc/free, so the allocator is whatever the process was started with (LD_PRELOAD).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace workloads {
+
+using Registry = std::map<std::string, std::function<void()>>;
+void register_classic(Registry& r);   // workloads.cpp: the project's own eight
+void register_standard(Registry& r);  // standard_suite.cpp: models of the field's suites
+
+// Writes the first and last byte of each page-sized step of [p, p+n): the page is really used.
+inline void touch(void* p, std::size_t n) {
+  if (n == 0) return;
+  auto* c = static_cast<volatile char*>(p);
+  c[0] = 1;
+  c[n - 1] = 1;
+}
+
+// xorshift64*: cheap enough that the RNG never dominates a malloc loop; deterministic per seed.
+struct Rng {
+  std::uint64_t s;
+  explicit Rng(std::uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  std::uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 2685821657736338717ull;
+  }
+  std::size_t below(std::size_t n) { return std::size_t(next() % n); }
+  std::size_t range(std::size_t lo, std::size_t hi) { return lo + below(hi - lo + 1); }
+  double unit() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
+  // Density proportional to 1/x on [lo, hi] (log-uniform): glibc's bench-malloc-thread sizes.
+  std::size_t inverse(std::size_t lo, std::size_t hi) {
+    return std::size_t(double(lo) * std::pow(double(hi) / double(lo), unit()));
+  }
+};
+
+}  // namespace workloads

@@ -1,0 +1,118 @@
+// The large-block page heap (large_cache.hpp). At most kSlots ranges, scanned linearly: a large
+// allocation already costs microseconds, and 64 entries are one or two cache lines of keys.
+#include "malloc/large_cache.hpp"
+
+#include <cstring>
+
+#include "os/os.hpp"
+
+namespace ak::detail {
+
+void LargeCache::remove(std::size_t i) noexcept {
+  (ranges_[i].zero ? zero_ : resident_) -= ranges_[i].bytes;
+  std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
+}
+
+void LargeCache::release(std::size_t i) noexcept {
+  os::release(ranges_[i].base, ranges_[i].bytes);
+  released_ += ranges_[i].bytes;
+  remove(i);
+}
+
+void LargeCache::release_oldest(Kind kind) noexcept {
+  std::size_t oldest = len_;
+  for (std::size_t i = 0; i < len_; ++i) {
+    if (kind != Kind::kAny && ranges_[i].zero != (kind == Kind::kZero)) continue;
+    if (oldest == len_ || ranges_[i].since < ranges_[oldest].since) oldest = i;
+  }
+  if (oldest < len_) release(oldest);
+}
+
+// Hands out the first `need` bytes of range i; a rest of kMinSplit or more stays cached.
+LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_zero) noexcept {
+  Range& r = ranges_[i];
+  Taken t{r.base, r.bytes, r.zero};
+  if (r.bytes - need >= kMinSplit) {
+    t.bytes = need;
+    r.base += need;
+    r.bytes -= need;
+    (r.zero ? zero_ : resident_) -= need;
+  } else {
+    remove(i);
+  }
+  // calloc of a big resident range: emptying it is cheaper than clearing it, and pages the
+  // program never writes stay unresident.
+  if (want_zero && !t.zeroed && t.bytes >= kDecommitForZero && os::decommit(t.base, t.bytes))
+    t.zeroed = true;
+  return t;
+}
+
+// No range holds `need`: the largest resident one grows to it with mremap, so its pages move
+// (no copy, no fault) and only the rest is new. Fails when the range spans two kernel mappings
+// (merged neighbours): the range then stays cached.
+LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
+  std::size_t best = len_;
+  for (std::size_t i = 0; i < len_; ++i)
+    if (!ranges_[i].zero && (best == len_ || ranges_[i].bytes > ranges_[best].bytes)) best = i;
+  if (best == len_) return {};
+  const Range r = ranges_[best];
+  auto* moved = static_cast<char*>(os::remap(r.base, r.bytes, need));
+  if (moved == nullptr) return {};
+  remove(best);
+  return Taken{moved, need, false};
+}
+
+LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
+  // Best fit, the preferred kind first (known zero for calloc, resident otherwise).
+  std::size_t best = len_;
+  for (std::size_t i = 0; i < len_; ++i) {
+    const Range& r = ranges_[i];
+    if (r.bytes < need) continue;
+    if (best == len_) {
+      best = i;
+      continue;
+    }
+    const Range& b = ranges_[best];
+    const bool pref_r = r.zero == want_zero, pref_b = b.zero == want_zero;
+    if (pref_r != pref_b ? pref_r : r.bytes < b.bytes) best = i;
+  }
+  if (best < len_) return carve(best, need, want_zero);
+  return want_zero ? Taken{} : grow(need);  // calloc: fresh pages beat a memset of grown ones
+}
+
+void LargeCache::put(char* base, std::size_t bytes, bool zero) noexcept {
+  const std::uint64_t now = os::coarse_now_ns();
+  // Merge with a neighbour of the same kind: the range before it and the one after it.
+  for (std::size_t i = 0; i < len_; ++i) {
+    Range& r = ranges_[i];
+    if (r.zero != zero) continue;
+    if (r.base + r.bytes == base) {
+      base = r.base;
+      bytes += r.bytes;
+      remove(i--);
+    } else if (base + bytes == r.base) {
+      bytes += r.bytes;
+      remove(i--);
+    }
+  }
+  if (len_ == kSlots) release_oldest(Kind::kAny);
+  ranges_[len_++] = Range{base, bytes, now, zero};
+  (zero ? zero_ : resident_) += bytes;
+  while (resident_ > budget()) release_oldest(Kind::kResident);
+  while (zero_ > kZeroMax) release_oldest(Kind::kZero);
+}
+
+std::size_t LargeCache::purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept {
+  const std::uint64_t now = os::coarse_now_ns();
+  const std::size_t before = released_;
+  for (std::size_t i = 0; i < len_;)
+    if (now - ranges_[i].since >= age_ns)
+      release(i);
+    else
+      ++i;
+  const std::size_t purged = released_ - before;
+  peak_live_ = live;  // the budget follows use since this purge
+  return purged;
+}
+
+}  // namespace ak::detail

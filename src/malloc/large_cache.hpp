@@ -1,0 +1,71 @@
+// Freed large-block mappings kept for reuse: a small page heap over address ranges. A request
+// takes the smallest cached range that holds it and leaves the rest cached (split); a freed
+// range merges with a cached neighbour; when nothing holds it, the largest resident range is
+// grown with mremap, so its pages move instead of faulting in again. Ranges stay resident (as the
+// program left them) up to a budget tied to recent use: the larger of kMinBudget and the peak of
+// live large bytes since the last purge, so a program that frees and reallocates its large
+// blocks never faults them back, and one that shrinks returns the memory within two purge delays
+// (the purger releases ranges idle longer than the delay). Ranges emptied for calloc are kept as
+// known-zero address space. Not thread-safe: the caller (large.cpp) holds its lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ak::detail {
+
+class LargeCache {
+ public:
+  static constexpr std::size_t kSlots = 64;
+  static constexpr std::size_t kMinBudget = std::size_t(64) << 20;  // resident bytes, at least
+  static constexpr std::size_t kZeroMax = std::size_t(4) << 30;     // known-zero address space
+  static constexpr std::size_t kDecommitForZero = std::size_t(16)
+                                                  << 20;           // calloc: empty, not memset
+  static constexpr std::size_t kMinSplit = std::size_t(64) << 10;  // smaller rests stay attached
+
+  struct Taken {
+    char* base = nullptr;
+    std::size_t bytes = 0;
+    bool zeroed = false;  // every byte reads zero
+  };
+
+  // A range of at least `need` bytes (page multiple) from the cache, or {} when none fits and
+  // none can be grown. `want_zero`: the caller needs zeroed memory (calloc): known-zero ranges
+  // are preferred and a big resident one is emptied rather than cleared by hand.
+  Taken take(std::size_t need, bool want_zero) noexcept;
+  // Keeps a freed range (resident, or known zero), merging it with a cached neighbour; releases
+  // the oldest ranges beyond the budget or the slot count.
+  void put(char* base, std::size_t bytes, bool zero) noexcept;
+  // Releases ranges freed at least `age_ns` ago, and restarts the budget's peak from `live`
+  // (the live large bytes now). Returns bytes released.
+  std::size_t purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept;
+  // The live large bytes now: raises the budget's recent peak. Cost: one compare.
+  void note_live(std::size_t live) noexcept {
+    if (live > peak_live_) peak_live_ = live;
+  }
+
+  std::size_t resident_bytes() const noexcept { return resident_; }
+  std::size_t bytes() const noexcept { return resident_ + zero_; }
+
+ private:
+  struct Range {
+    char* base;
+    std::size_t bytes;
+    std::uint64_t since;  // coarse time it was freed
+    bool zero;
+  };
+  std::size_t budget() const noexcept { return peak_live_ > kMinBudget ? peak_live_ : kMinBudget; }
+  void remove(std::size_t i) noexcept;
+  void release(std::size_t i) noexcept;  // unmaps range i and removes it
+  enum class Kind { kAny, kResident, kZero };
+  void release_oldest(Kind kind) noexcept;
+  Taken carve(std::size_t i, std::size_t need, bool want_zero) noexcept;
+  Taken grow(std::size_t need) noexcept;
+
+  Range ranges_[kSlots]{};
+  std::size_t len_ = 0;
+  std::size_t resident_ = 0, zero_ = 0;
+  std::size_t peak_live_ = 0, released_ = 0;
+};
+
+}  // namespace ak::detail

@@ -1,0 +1,133 @@
+// The large-block page heap (src/malloc/large_cache.hpp) on its own, and its effect through
+// ak_malloc: reuse without page faults, split and merge, growth by moving pages, calloc getting
+// emptied pages, the resident budget, and the purge that returns everything.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "allockit/allockit.h"
+#include "malloc/large_cache.hpp"
+#include "os/os.hpp"
+
+namespace {
+
+using ak::detail::LargeCache;
+constexpr std::size_t kMiB = std::size_t(1) << 20;
+
+std::size_t resident_pages(const void* p, std::size_t bytes) {
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  auto* start = reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~(page - 1));
+  std::vector<unsigned char> vec(bytes / page);
+  EXPECT_EQ(mincore(start, vec.size() * page, vec.data()), 0);
+  std::size_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+char* written_mapping(std::size_t bytes, char fill) {
+  auto* p = static_cast<char*>(ak::os::map(bytes, 4096));
+  std::memset(p, fill, bytes);
+  return p;
+}
+
+TEST(LargeCache, TakeSplitsAndLeavesTheRestCached) {
+  LargeCache c;
+  char* base = written_mapping(8 * kMiB, 'a');
+  c.put(base, 8 * kMiB, false);
+  const LargeCache::Taken t = c.take(3 * kMiB, false);
+  EXPECT_EQ(t.base, base);
+  EXPECT_EQ(t.bytes, 3 * kMiB);
+  EXPECT_FALSE(t.zeroed);
+  EXPECT_EQ(c.bytes(), 5 * kMiB);
+  const LargeCache::Taken rest = c.take(5 * kMiB, false);
+  EXPECT_EQ(rest.base, base + 3 * kMiB);
+  EXPECT_EQ(c.bytes(), 0u);
+  ak::os::release(base, 8 * kMiB);
+}
+
+TEST(LargeCache, NeighboursMergeIntoOneRange) {
+  LargeCache c;
+  char* base = written_mapping(6 * kMiB, 'b');
+  c.put(base + 4 * kMiB, 2 * kMiB, false);
+  c.put(base, 2 * kMiB, false);
+  c.put(base + 2 * kMiB, 2 * kMiB, false);  // joins both
+  const LargeCache::Taken t = c.take(6 * kMiB, false);
+  EXPECT_EQ(t.base, base);
+  EXPECT_EQ(t.bytes, 6 * kMiB);
+  ak::os::release(base, 6 * kMiB);
+}
+
+TEST(LargeCache, GrowthMovesTheResidentPages) {
+  LargeCache c;
+  char* base = written_mapping(4 * kMiB, 'c');
+  c.put(base, 4 * kMiB, false);
+  const LargeCache::Taken t = c.take(10 * kMiB, false);
+  ASSERT_NE(t.base, nullptr);
+  EXPECT_EQ(t.bytes, 10 * kMiB);
+  EXPECT_EQ(t.base[0], 'c');  // the old pages came along, still resident
+  EXPECT_EQ(t.base[4 * kMiB - 1], 'c');
+  EXPECT_EQ(resident_pages(t.base, 4 * kMiB), 4 * kMiB / 4096);
+  EXPECT_EQ(t.base[10 * kMiB - 1], 0);
+  ak::os::release(t.base, t.bytes);
+}
+
+TEST(LargeCache, CallocPrefersZeroAndEmptiesBigResidentRanges) {
+  LargeCache c;
+  char* big = written_mapping(LargeCache::kDecommitForZero, 'd');
+  c.put(big, LargeCache::kDecommitForZero, false);
+  const LargeCache::Taken t = c.take(LargeCache::kDecommitForZero, true);
+  ASSERT_EQ(t.base, big);
+  EXPECT_TRUE(t.zeroed);
+  EXPECT_EQ(resident_pages(t.base, t.bytes), 0u);
+  EXPECT_EQ(t.base[12345], 0);
+  // A calloc never grows a resident range (its pages would need clearing by hand).
+  char* small = written_mapping(kMiB, 'e');
+  c.put(small, kMiB, false);
+  EXPECT_EQ(c.take(2 * kMiB, true).base, nullptr);
+  ak::os::release(big, LargeCache::kDecommitForZero);
+  c.purge_older_than(0, 0);
+}
+
+TEST(LargeCache, ResidentBytesStayWithinTheBudget) {
+  LargeCache c;
+  c.note_live(0);  // no large block was live: the budget is its minimum
+  const std::size_t n = LargeCache::kMinBudget / (8 * kMiB) + 4;
+  for (std::size_t i = 0; i < n; ++i)
+    c.put(static_cast<char*>(ak::os::map(8 * kMiB, 4096)), 8 * kMiB, false);
+  EXPECT_LE(c.resident_bytes(), LargeCache::kMinBudget);
+  // A program that recently had more live may keep as much cached.
+  c.note_live(LargeCache::kMinBudget * 2);
+  for (std::size_t i = 0; i < n; ++i)
+    c.put(static_cast<char*>(ak::os::map(8 * kMiB, 4096)), 8 * kMiB, false);
+  EXPECT_GT(c.resident_bytes(), LargeCache::kMinBudget);
+  EXPECT_LE(c.resident_bytes(), LargeCache::kMinBudget * 2);
+  EXPECT_GT(c.purge_older_than(0, 0), 0u);
+  EXPECT_EQ(c.bytes(), 0u);
+}
+
+// Through ak_malloc: a freed large block comes back with its pages resident, whether the next
+// request is smaller or larger (the standard suite's malloc-large pattern).
+TEST(LargeCache, MallocReusesFreedBlocksWithoutFaults) {
+  ak_collect(1);
+  auto* a = static_cast<char*>(ak_malloc(20 * kMiB));
+  std::memset(a, 1, 20 * kMiB);
+  ak_free(a);
+  auto* b = static_cast<char*>(ak_malloc(12 * kMiB));
+  EXPECT_EQ(resident_pages(b, 12 * kMiB - 8192), (12 * kMiB - 8192) / 4096);
+  ak_free(b);
+  auto* c = static_cast<char*>(ak_malloc(18 * kMiB));
+  EXPECT_EQ(resident_pages(c, 18 * kMiB - 8192), (18 * kMiB - 8192) / 4096);
+  ak_free(c);
+  ak_stats s;
+  ak_stats_get(&s);
+  EXPECT_GT(s.large_cached_bytes, 0u);
+  ak_collect(1);
+  ak_stats_get(&s);
+  EXPECT_EQ(s.large_cached_bytes, 0u);
+}
+
+}  // namespace
