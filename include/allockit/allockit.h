@@ -38,7 +38,8 @@ int ak_malloc_trim(size_t pad);
    other threads' blocks to their owners. Returns the bytes given back. Thread-safe. */
 size_t ak_collect(int force);
 
-/* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB): `allocated` counts
+/* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB small, 2 MiB medium):
+   `allocated` counts
    live large blocks exactly and pooled blocks by the capacity of the slabs holding them (an upper
    bound: exact pooled counts would cost a counter on the fast path). `resident` measures pool
    regions with mincore and counts live large mappings whole. Thread-safe; other threads may

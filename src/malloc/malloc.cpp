@@ -1,7 +1,9 @@
 // The C allocation API with glibc semantics (errno, overflow, alignment, realloc edge cases) over
-// the shared pools (up to 16 KiB, alignment up to 64) and large blocks (large.hpp). Exported with
+// the shared pools (small classes up to 16 KiB with alignment up to 64; medium classes up to
+// 256 KiB with alignment up to a page) and large blocks (large.hpp). Exported with
 // the ak_ prefix only; src/override maps the libc names onto these. Thread-safe; never allocates
 // through anything but itself.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -55,10 +57,10 @@ inline bool well_formed_pooled(const void* p) {
   return (addr(p) & 7) == 0 && (addr(p) & (kSlabSize - 1)) >= sizeof(Slab);
 }
 
-// Tags well-formed pooled block `p` as freed. Returns false, changing nothing, when it already
-// carries the tag: a double free.
-inline bool tag_freed(void* p) {
-  if (slab_of(p)->block_size < 16) return true;  // no room for a tag
+// Tags well-formed pooled block `p` of slab `s` as freed. Returns false, changing nothing, when it
+// already carries the tag: a double free.
+inline bool tag_freed(const Slab* s, void* p) {
+  if (s->block_size < 16) return true;  // no room for a tag
   auto* w = static_cast<std::uintptr_t*>(p);
   const std::uintptr_t tag = free_tag(p);
   if (w[1] == tag) return false;
@@ -69,6 +71,22 @@ inline bool tag_freed(void* p) {
 inline void* alloc_small(unsigned cls) {
   void* p = pool_alloc(cls);
   return p ? clear_tag(p, cls) : nullptr;
+}
+
+// Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
+constexpr std::size_t kMaxMediumAlign = 4096;
+
+// The medium slab holding block `p`, or null when `p` is not the start of one of its blocks.
+// (Whether the block was ever handed out is not checked here: its carve point is the owner's.)
+inline Slab* medium_block(const void* p) {
+  Slab* s = medium_slab_of(p);
+  auto* c = static_cast<const char*>(p);
+  if (c < s->data || c >= s->end || std::size_t(c - s->data) % s->block_size != 0) return nullptr;
+  return s;
+}
+
+inline bool is_large(const void* p) {
+  return !in_pool_region(p) && !in_medium_region(p);
 }
 
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
@@ -85,6 +103,11 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
       return p;
     }
   }
+  if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign) {
+    void* p = alloc_small(class_of(size));
+    if (p == nullptr) errno = ENOMEM;
+    return p;
+  }
   void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
@@ -96,6 +119,11 @@ std::size_t usable_or_die(const char* call, const void* p) {
     if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
     return slab_of(p)->block_size;
   }
+  if (in_medium_region(p)) {
+    const Slab* s = medium_block(p);
+    if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    return s->block_size;
+  }
   const std::size_t n = large_usable_size(p);
   if (n == 0) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
   return n;
@@ -105,8 +133,14 @@ void free_any(const char* call, void* p) {
   if (in_pool_region(p)) [[likely]] {
     // Cheap checks only: alignment, the slab header, and the freed-block tag (double free).
     if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
-    if (!tag_freed(p)) bad_pointer(call, "double free detected", p);
+    if (!tag_freed(slab_of(p), p)) bad_pointer(call, "double free detected", p);
     return pool_free(p);
+  }
+  if (in_medium_region(p)) {
+    Slab* s = medium_block(p);
+    if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    if (!tag_freed(s, p)) bad_pointer(call, "double free detected", p);
+    return pool_free_in(s, p);
   }
   if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
 }
@@ -170,7 +204,7 @@ void* ak_malloc(size_t size) {
 // else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
 // needs no stack frame.
 void ak_free(void* p) {
-  if (in_pool_region(p) && well_formed_pooled(p) && tag_freed(p)) [[likely]]
+  if (in_pool_region(p) && well_formed_pooled(p) && tag_freed(slab_of(p), p)) [[likely]]
     return pool_free(p);
   if (p != nullptr) free_any("free()", p);
 }
@@ -198,10 +232,17 @@ void* ak_realloc(void* p, size_t size) {
   // A large block resized to a pooled size moves into the pools: left in its own mapping, every
   // later shrink or growth past half would be an mremap (Python's buffers did this 1.2M times
   // in the py-euler trace).
-  if (size > kMaxPooledSize && !in_pool_region(p))
+  if (size > kMaxMediumSize && is_large(p))
     if (void* q = large_realloc(p, size)) return q;
 
-  void* q = ak_malloc(size);
+  // Growth past the small classes gets headroom, as large blocks do: half the old size again,
+  // so a run of small growths copies once per 1.5x rather than at every class boundary.
+  std::size_t want = size;
+  if (size > usable && size > kMaxPooledSize) {
+    want = std::max(size, usable + usable / 2);
+    if (size <= kMaxMediumSize) want = std::min(want, kMaxMediumSize);
+  }
+  void* q = ak_malloc(want);
   if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
   std::memcpy(q, p, usable < size ? usable : size);
   free_any("realloc()", p);

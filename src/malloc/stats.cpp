@@ -13,7 +13,7 @@
 namespace ak::detail {
 namespace {
 
-static_assert(kClassCount <= AK_STATS_MAX_CLASSES, "ak_stats.classes too small");
+static_assert(kHeapClasses <= AK_STATS_MAX_CLASSES, "ak_stats.classes too small");
 
 // Appends to a caller buffer like snprintf: counts every byte, writes what fits, NUL-terminates.
 struct Out {
@@ -55,16 +55,16 @@ void ak_stats_get(ak_stats* out) {
   const LargeStats large = large_stats();
   out->mapped = pool.reserved_bytes + large.mapped_bytes;
   out->resident = pool.resident_bytes + (large.mapped_bytes - large.cached_bytes);
-  out->active = pool.slabs_in_use * kSlabSize + (large.mapped_bytes - large.cached_bytes);
-  out->allocated = pool.slabs_in_use * kSlabSize + large.live_bytes;
+  out->active = pool.in_use_bytes + (large.mapped_bytes - large.cached_bytes);
+  out->allocated = pool.in_use_bytes + large.live_bytes;
   out->large_blocks = large.live_blocks;
   out->large_bytes = large.live_bytes;
   out->large_cached_bytes = large.cached_bytes;
   out->slabs_in_use = pool.slabs_in_use;
   out->slabs_cached = pool.slabs_cached;
   out->heaps = heap_count();
-  out->class_count = kClassCount;
-  for (unsigned c = 0; c < kClassCount; ++c) {
+  out->class_count = kHeapClasses;
+  for (unsigned c = 0; c < kHeapClasses; ++c) {
     out->classes[c].block_size = class_size(c);
     out->classes[c].slabs = pool_class_slabs(c);
   }

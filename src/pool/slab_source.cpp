@@ -1,5 +1,6 @@
-// Slab supply: bump-carves slabs out of 16 MiB regions, caches empty ones in a stack (low bit of
-// an entry: decommitted), and records every region in a bitmap over the 47-bit address space.
+// Slab supply: two kinds (small 64 KiB and medium 2 MiB slabs), each bump-carving its slabs out of
+// 16 MiB regions of its own, caching empty ones in a stack (low bit of an entry: decommitted), and
+// recording its regions in a bitmap over the 47-bit address space. One lock guards both kinds.
 #include "pool/slab_source.hpp"
 
 #include <algorithm>
@@ -9,122 +10,146 @@
 #include "os/os.hpp"
 
 namespace ak::detail {
+
+std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];         // BSS: touched pages only
+std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];  // BSS: touched pages only
+
 namespace {
 
-constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs
-char* g_regions[kMaxRegions];                 // guarded by g_lock
+constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs, both kinds together
+
+// One kind of slab: its size, its regions' bitmap, the region being carved and the cache of empty
+// slabs. Caller holds g_lock.
+struct Supply {
+  const std::size_t slab_size;
+  std::atomic<std::uint64_t>* const region_bits;
+  char* carve = nullptr;
+  char* carve_end = nullptr;
+  // Stack of empty slabs, oldest at the bottom; bit 0 of an entry is set once it is decommitted.
+  // cache_time[i] is when entry i was released; entries below `purged` are all decommitted.
+  std::uintptr_t* cache = nullptr;
+  std::uint64_t* cache_time = nullptr;
+  std::size_t cache_len = 0, cache_cap = 0, purged = 0;
+  std::size_t in_use = 0;
+
+  bool add_region();
+  bool grow_cache();
+  std::size_t purge_older_than(std::uint64_t cutoff);
+};
 
 constinit os::Lock g_lock;
+char* g_regions[kMaxRegions];  // every region of both kinds, for the resident-bytes stat
 std::size_t g_region_count = 0;
-char* g_carve = nullptr;
-char* g_carve_end = nullptr;
-// Stack of empty slabs, oldest at the bottom; bit 0 of an entry is set once it is decommitted.
-// g_cache_time[i] is when entry i was released; entries below g_purged are all decommitted.
-std::uintptr_t* g_cache = nullptr;
-std::uint64_t* g_cache_time = nullptr;
-std::size_t g_cache_len = 0, g_cache_cap = 0, g_purged = 0;
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
-std::size_t g_in_use = 0;
 void (*g_on_cache)() = nullptr;  // set once at load
+constinit Supply g_small{kSlabSize, g_region_bits};
+constinit Supply g_medium{kMediumSlabSize, g_medium_region_bits};
 
-bool add_region() {
+bool Supply::add_region() {
   if (g_region_count == kMaxRegions) return false;
   auto* r = static_cast<char*>(os::map(kRegionSize, kRegionSize));
   if (r == nullptr) return false;
   // No MADV_HUGEPAGE: with THP defrag set to "madvise" (Debian's default) every fault in a hinted
   // region may compact memory synchronously, which made a cold 10M-node list fill 4x slower.
   const std::size_t slot = addr(r) >> kRegionShift;
-  g_region_bits[slot / 64].fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
+  region_bits[slot / 64].fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
   g_regions[g_region_count++] = r;
-  g_carve = r;
-  g_carve_end = r + kRegionSize;
+  carve = r;
+  carve_end = r + kRegionSize;
   return true;
 }
 
-bool grow_cache() {
-  const std::size_t cap = g_cache_cap ? g_cache_cap * 2 : 4096;
+bool Supply::grow_cache() {
+  const std::size_t cap = cache_cap ? cache_cap * 2 : 4096;
   const std::size_t bytes = cap * (sizeof(std::uintptr_t) + sizeof(std::uint64_t));
   auto* mem = static_cast<char*>(os::map(bytes, 0x1000));
   if (mem == nullptr) return false;
   auto* c = reinterpret_cast<std::uintptr_t*>(mem);
   auto* t = reinterpret_cast<std::uint64_t*>(mem + cap * sizeof(std::uintptr_t));
-  if (g_cache) {
-    std::memcpy(c, g_cache, g_cache_len * sizeof(std::uintptr_t));
-    std::memcpy(t, g_cache_time, g_cache_len * sizeof(std::uint64_t));
-    os::release(g_cache, g_cache_cap * (sizeof(std::uintptr_t) + sizeof(std::uint64_t)));
+  if (cache) {
+    std::memcpy(c, cache, cache_len * sizeof(std::uintptr_t));
+    std::memcpy(t, cache_time, cache_len * sizeof(std::uint64_t));
+    os::release(cache, cache_cap * (sizeof(std::uintptr_t) + sizeof(std::uint64_t)));
   }
-  g_cache = c;
-  g_cache_time = t;
-  g_cache_cap = cap;
+  cache = c;
+  cache_time = t;
+  cache_cap = cap;
   return true;
 }
 
 // Decommits cached slabs released before `cutoff`. The expired entries are sorted by address so
 // that slabs freed together (usually neighbours) go back in one madvise per contiguous run rather
-// than one per slab; their order no longer matters once all of them are purged. Caller holds
-// g_lock. Returns bytes purged.
-std::size_t purge_older_than(std::uint64_t cutoff) {
-  std::size_t end = g_purged;
-  while (end < g_cache_len && g_cache_time[end] <= cutoff) ++end;
-  if (end == g_purged) return 0;
-  std::sort(g_cache + g_purged, g_cache + end);
+// than one per slab; their order no longer matters once all of them are purged. Returns bytes.
+std::size_t Supply::purge_older_than(std::uint64_t cutoff) {
+  std::size_t end = purged;
+  while (end < cache_len && cache_time[end] <= cutoff) ++end;
+  if (end == purged) return 0;
+  std::sort(cache + purged, cache + end);
   std::size_t bytes = 0;
-  for (std::size_t i = g_purged; i < end;) {
-    if (g_cache[i] & 1) {
+  for (std::size_t i = purged; i < end;) {
+    if (cache[i] & 1) {
       ++i;
       continue;
     }
     std::size_t run = i + 1;
-    while (run < end && g_cache[run] == g_cache[run - 1] + kSlabSize) ++run;
-    os::decommit(reinterpret_cast<void*>(g_cache[i]), (run - i) * kSlabSize);
-    for (std::size_t k = i; k < run; ++k) g_cache[k] |= 1;
-    bytes += (run - i) * kSlabSize;
+    while (run < end && cache[run] == cache[run - 1] + slab_size) ++run;
+    os::decommit(reinterpret_cast<void*>(cache[i]), (run - i) * slab_size);
+    for (std::size_t k = i; k < run; ++k) cache[k] |= 1;
+    bytes += (run - i) * slab_size;
     i = run;
   }
-  g_purged = end;
+  purged = end;
   return bytes;
+}
+
+std::size_t purge_all_older_than(std::uint64_t cutoff) {
+  return g_small.purge_older_than(cutoff) + g_medium.purge_older_than(cutoff);
 }
 
 std::size_t purge_expired() {
   const std::uint64_t now = os::coarse_now_ns();
-  return now > g_purge_delay ? purge_older_than(now - g_purge_delay) : 0;
+  return now > g_purge_delay ? purge_all_older_than(now - g_purge_delay) : 0;
+}
+
+Supply& supply_of(const Slab* slab) {
+  return in_medium_region(slab) ? g_medium : g_small;
 }
 
 }  // namespace
 
-std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];  // BSS: touched pages only
-
-Slab* slab_acquire(bool* zeroed) noexcept {
+Slab* slab_acquire(bool medium, bool* zeroed) noexcept {
+  Supply& s = medium ? g_medium : g_small;
   os::LockGuard guard(g_lock);
   purge_expired();
-  ++g_in_use;
-  if (g_cache_len > 0) {  // the most recently released slab: likely still resident and warm
-    const std::uintptr_t e = g_cache[--g_cache_len];
-    if (g_purged > g_cache_len) g_purged = g_cache_len;
+  ++s.in_use;
+  if (s.cache_len > 0) {  // the most recently released slab: likely still resident and warm
+    const std::uintptr_t e = s.cache[--s.cache_len];
+    if (s.purged > s.cache_len) s.purged = s.cache_len;
     *zeroed = (e & 1) != 0;
     return reinterpret_cast<Slab*>(e & ~std::uintptr_t(1));
   }
-  if (g_carve == g_carve_end && !add_region()) {
-    --g_in_use;
+  if (s.carve == s.carve_end && !s.add_region()) {
+    --s.in_use;
     return nullptr;
   }
-  auto* s = reinterpret_cast<Slab*>(g_carve);
-  g_carve += kSlabSize;
+  auto* slab = reinterpret_cast<Slab*>(s.carve);
+  s.carve += s.slab_size;
   *zeroed = true;
-  return s;
+  return slab;
 }
 
 void slab_release(Slab* slab) noexcept {
+  Supply& s = supply_of(slab);
   {
     os::LockGuard guard(g_lock);
-    --g_in_use;
-    if (g_cache_len == g_cache_cap && !grow_cache()) {
+    --s.in_use;
+    if (s.cache_len == s.cache_cap && !s.grow_cache()) {
       // No room to remember it: give its memory back and leak only the address range.
-      os::decommit(slab, kSlabSize);
+      os::decommit(slab, s.slab_size);
       return;
     }
-    g_cache_time[g_cache_len] = os::coarse_now_ns();
-    g_cache[g_cache_len++] = addr(slab);
+    s.cache_time[s.cache_len] = os::coarse_now_ns();
+    s.cache[s.cache_len++] = addr(slab);
     purge_expired();
   }
   if (g_on_cache) g_on_cache();
@@ -159,7 +184,12 @@ void slab_source_set_purge_delay(std::uint64_t ns) noexcept {
 
 SlabSourceStats slab_source_stats() noexcept {
   os::LockGuard guard(g_lock);
-  SlabSourceStats s{g_region_count, g_in_use, g_cache_len, g_region_count * kRegionSize, 0};
+  SlabSourceStats s{g_region_count,
+                    g_small.in_use + g_medium.in_use,
+                    g_small.cache_len + g_medium.cache_len,
+                    g_region_count * kRegionSize,
+                    0,
+                    g_small.in_use * kSlabSize + g_medium.in_use * kMediumSlabSize};
   for (std::size_t i = 0; i < g_region_count; ++i)
     s.resident_bytes += os::resident_bytes(g_regions[i], kRegionSize);
   return s;
@@ -167,7 +197,7 @@ SlabSourceStats slab_source_stats() noexcept {
 
 std::size_t slab_source_trim() noexcept {
   os::LockGuard guard(g_lock);
-  return purge_older_than(~std::uint64_t(0));
+  return purge_all_older_than(~std::uint64_t(0));
 }
 
 }  // namespace ak::detail

@@ -1,5 +1,6 @@
-// The process-wide supply of 64 KiB slabs for the shared pools. Slabs are carved from 16 MiB
-// regions that are never unmapped, so "is this address ours" is one bit test. Empty slabs are
+// The process-wide supply of slabs for the shared pools: small (64 KiB) and medium (2 MiB) slabs,
+// each kind carved from 16 MiB regions of its own that are never unmapped, so "is this address
+// ours, and which kind" is one bit test per kind. Empty slabs are
 // cached resident and decommitted once idle longer than the purge delay (checked whenever a slab
 // is taken or given back, and by pool_trim), so a program that frees and refills stays fast and
 // a program that shrinks returns its memory.
@@ -19,9 +20,10 @@ inline constexpr std::size_t kRegionShift = 24;
 inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
 inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as jemalloc-ish
 
-// Returns: a slab-aligned kSlabSize block of memory, or null when out of memory. Its contents are
-// stale (a reused slab) or zero (fresh or decommitted); `*zeroed` says which.
-Slab* slab_acquire(bool* zeroed) noexcept;
+// Returns: a slab-aligned block of memory of kSlabSize (or kMediumSlabSize when `medium`), or null
+// when out of memory. Its contents are stale (a reused slab) or zero (fresh or decommitted);
+// `*zeroed` says which.
+Slab* slab_acquire(bool medium, bool* zeroed) noexcept;
 // Effects: takes back an empty slab for reuse; then, outside the lock, calls the hook set by
 // slab_source_on_cache (if any).
 void slab_release(Slab* slab) noexcept;
@@ -29,17 +31,34 @@ void slab_release(Slab* slab) noexcept;
 // Set once, before any thread exists.
 void slab_source_on_cache(void (*hook)()) noexcept;
 inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
-extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];
+extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];         // small slabs
+extern std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];  // medium slabs
 
-// Returns: whether `p` lies in a region the slab source reserved. Lock-free: one shift, one load.
-inline bool in_pool_region(const void* p) noexcept {
+inline bool region_bit(const std::atomic<std::uint64_t>* bits, const void* p) noexcept {
   const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
   if (slot >= kRegionSlots) return false;
-  return (g_region_bits[slot / 64].load(std::memory_order_acquire) >> (slot % 64)) & 1;
+  return (bits[slot / 64].load(std::memory_order_acquire) >> (slot % 64)) & 1;
+}
+
+// Returns: whether `p` lies in a region of small slabs. Lock-free: one shift, one load.
+inline bool in_pool_region(const void* p) noexcept {
+  return region_bit(g_region_bits, p);
+}
+// Returns: whether `p` lies in a region of medium slabs. Lock-free: one shift, one load.
+inline bool in_medium_region(const void* p) noexcept {
+  return region_bit(g_medium_region_bits, p);
+}
+inline Slab* medium_slab_of(const void* p) noexcept {
+  return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kMediumSlabSize - 1));
+}
+// The slab of a block of either kind (slow paths: one bit test more than slab_of).
+inline Slab* slab_of_any(const void* p) noexcept {
+  return in_medium_region(p) ? medium_slab_of(p) : slab_of(p);
 }
 
 struct SlabSourceStats {
   std::size_t regions, slabs_in_use, slabs_cached, reserved_bytes, resident_bytes;
+  std::size_t in_use_bytes;  // bytes of the slabs in use, both kinds
 };
 SlabSourceStats slab_source_stats() noexcept;
 // Fork support: take / release the slab source's lock around fork().

@@ -96,7 +96,7 @@ void mark_free(Slab* s, void* p) {
 }
 
 // Slabs in use per size class (stats only; slow paths only).
-std::atomic<std::uint32_t> g_class_slabs[kClassCount];
+std::atomic<std::uint32_t> g_class_slabs[kHeapClasses];
 
 void retire_slab(Slab* s) {
   g_class_slabs[s->size_class].fetch_sub(1, std::memory_order_relaxed);
@@ -107,17 +107,22 @@ void retire_slab(Slab* s) {
 // Slabs: setup, carving, retirement
 // ---------------------------------------------------------------------------------------------
 
+// A small slab's blocks start at the first line after its header (and debug bitmap); a medium
+// slab's at its second page, so medium blocks (multiples of 4 KiB) are page-aligned.
 Slab* new_slab(Heap* h, unsigned cls) {
+  const bool medium = cls >= kClassCount;
   bool zeroed = false;
-  Slab* s = slab_acquire(&zeroed);
+  Slab* s = slab_acquire(medium, &zeroed);
   if (s == nullptr) return nullptr;
   g_class_slabs[cls].fetch_add(1, std::memory_order_relaxed);
   const std::size_t block = class_size(cls);
-  const std::size_t max_blocks = (kSlabSize - sizeof(Slab)) / block;
+  const std::size_t slab_bytes = medium ? kMediumSlabSize : kSlabSize;
+  const std::size_t max_blocks = (slab_bytes - sizeof(Slab)) / block;
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
+  static_assert(sizeof(Slab) + (kMediumSlabSize / 20480 + 63) / 64 * 8 <= kMediumDataOffset);
   char* base = reinterpret_cast<char*>(s);
-  char* data = base + align_up(sizeof(Slab) + bitmap, 64);
-  const std::size_t capacity = std::size_t(base + kSlabSize - data) / block;
+  char* data = base + (medium ? kMediumDataOffset : align_up(sizeof(Slab) + bitmap, 64));
+  const std::size_t capacity = std::size_t(base + slab_bytes - data) / block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
   s->checked = g_checked_slabs;
@@ -246,7 +251,7 @@ void collect_remote(Heap* h) {
   PoolBlock* b = h->remote_blocks.exchange(nullptr, std::memory_order_acquire);
   while (b) {
     PoolBlock* next = b->next;
-    Slab* s = slab_of(b);
+    Slab* s = slab_of_any(b);
     PoolBlock*& list = free_list(h, s);
     b->next = list;
     list = b;
@@ -398,7 +403,7 @@ std::size_t heap_count() noexcept {
 }
 
 std::size_t pool_class_slabs(unsigned cls) noexcept {
-  return cls < kClassCount ? g_class_slabs[cls].load(std::memory_order_relaxed) : 0;
+  return cls < kHeapClasses ? g_class_slabs[cls].load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace ak::detail

@@ -46,7 +46,8 @@ int main(void) {
   for (int i = 0; i < 64; ++i) p[i] = malloc(100);          /* a short program's allocations */
   int before = threads();
   for (int i = 0; i < 64; ++i) free(p[i]);
-  void* big = malloc(1 << 20); free(big);                   /* memory cached: the purger starts */
+  char* volatile big = malloc(1 << 20);                     /* volatile: the pair is not elided */
+  big[0] = 1; free(big);                                    /* memory cached: the purger starts */
   printf("%d %d\n", before, threads());
   return 0;
 }

@@ -247,6 +247,22 @@ TEST(MallocDeathTest, DoubleFreeOfALargeBlock) {
   EXPECT_DEATH(ak_free(p), "free\\(\\): invalid pointer");
 }
 
+// Medium blocks (16 KiB..256 KiB) get the small blocks' checks plus block boundaries.
+TEST(MallocDeathTest, MediumBlockMisuse) {
+  auto* p = static_cast<char*>(ak_malloc(100000));
+  auto* q = static_cast<char*>(ak_malloc(100000));
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4096, 0u);  // medium blocks are page-aligned
+  EXPECT_DEATH(ak_free(p + 4096), "free\\(\\): invalid pointer \\(not the start of a block\\)");
+  EXPECT_DEATH(ak_malloc_usable_size(p + 8), "malloc_usable_size\\(\\): invalid pointer");
+  const auto slab = reinterpret_cast<std::uintptr_t>(p) & ~((std::uintptr_t(1) << 21) - 1);
+  EXPECT_DEATH(ak_free(reinterpret_cast<void*>(slab + 64)), "invalid pointer");  // header page
+  EXPECT_GE(ak_malloc_usable_size(p), 100000u);
+  ak_free(q);
+  EXPECT_DEATH(ak_free(q), "free\\(\\): double free detected");
+  EXPECT_DEATH(ak_realloc(q, 10), "realloc\\(\\): double free detected");
+  ak_free(p);
+}
+
 TEST(MallocDeathTest, ForeignPointers) {
   int local = 0;
   EXPECT_DEATH(ak_free(&local), "free\\(\\): invalid pointer \\(not allocated by allockit\\)");

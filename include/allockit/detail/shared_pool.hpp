@@ -24,7 +24,12 @@ namespace ak::detail {
 
 inline constexpr std::size_t kSlabShift = 16;
 inline constexpr std::size_t kSlabSize = std::size_t(1) << kSlabShift;
-inline constexpr unsigned kPoolClasses = kClassCount;
+inline constexpr unsigned kPoolClasses = kClassCount;  // the public pools' classes
+// Medium slabs (liballockit's classes kClassCount..kHeapClasses-1) are 2 MiB, 2 MiB-aligned, in
+// regions of their own; their header page precedes page-aligned blocks.
+inline constexpr std::size_t kMediumSlabShift = 21;
+inline constexpr std::size_t kMediumSlabSize = std::size_t(1) << kMediumSlabShift;
+inline constexpr std::size_t kMediumDataOffset = 4096;
 
 struct PoolBlock {
   PoolBlock* next;
@@ -77,7 +82,7 @@ struct RemoteBatch {
   std::uint32_t count = 0;
 };
 inline constexpr std::uintptr_t kKeyClassMask = 63;  // Heap is 64-aligned: the class fits below
-static_assert(kPoolClasses <= kKeyClassMask + 1);
+static_assert(kHeapClasses <= kKeyClassMask + 1);
 
 inline constexpr unsigned kRemoteBatches = 8;    // entries, indexed by owner heap address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
@@ -86,8 +91,8 @@ struct alignas(64) Heap {
   constexpr explicit Heap(Slab* empty) noexcept {
     for (Bin& b : bins) b = Bin{nullptr, empty};
   }
-  Bin bins[kPoolClasses];
-  Slab* avail[kPoolClasses] = {};        // per class: other slabs with free or carvable blocks
+  Bin bins[kHeapClasses];
+  Slab* avail[kHeapClasses] = {};        // per class: other slabs with free or carvable blocks
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
   unsigned outgoing_used = 0;            // entries holding blocks
   bool is_real = false;                  // false only for the sentinel heap of threads without one
@@ -147,18 +152,23 @@ inline void pool_push(Bin& bin, void* p) noexcept {
   bin.free = b;
 }
 
-// Returns a pooled block to its slab. Fast path (owner thread, current slab): three loads, one
-// compare, two stores; a non-current slab of this thread pushes on the slab's own list and adds
-// a decrement. Other threads (and checked slabs, whose tag has the low bit set) go out of line.
-inline void pool_free(void* p) noexcept {
-  if constexpr (kDebugBuild) pool_check_pointer(p);
-  Slab* s = slab_of(p);
+// Returns block `p` of slab `s` (small or medium) to it. Fast path (owner thread, current
+// slab): three loads, one compare, two stores; a non-current slab of this thread pushes on the
+// slab's own list and adds a decrement. Other threads (and checked slabs, whose tag has the low bit
+// set) go out of line.
+inline void pool_free_in(Slab* s, void* p) noexcept {
   Heap* h = tl_heap;
   const std::uintptr_t key = s->current_key.load(std::memory_order_relaxed);
   if ((key & ~kKeyClassMask) == reinterpret_cast<std::uintptr_t>(h)) [[likely]]
     return pool_push(h->bins[key & kKeyClassMask], p);
   if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h)) return pool_free_counted(s, p);
   pool_free_other(s, p);
+}
+
+// As pool_free_in, for a block of a small (64 KiB) slab.
+inline void pool_free(void* p) noexcept {
+  if constexpr (kDebugBuild) pool_check_pointer(p);
+  pool_free_in(slab_of(p), p);
 }
 
 // As pool_free, for callers that know the block's class at compile time (sized delete, node
