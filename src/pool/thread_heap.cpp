@@ -35,19 +35,25 @@ constinit os::ThreadExitHook g_exit_hook(&on_thread_exit);
 // Bin lists: the slabs of one class with free space, excluding the current one
 // ---------------------------------------------------------------------------------------------
 
-void link_avail(Heap* h, Slab* s) {
-  Slab*& avail = h->avail[s->size_class];
-  s->prev = nullptr;
-  s->next = avail;
-  if (avail) avail->prev = s;
-  avail = s;
+// A slab that is not current is on exactly one of its class's two lists: `avail` (free space)
+// or `full` (full, or not yet free enough to rejoin). Doubly linked through prev/next.
+Slab*& list_of(Heap* h, const Slab* s) {
+  return s->full ? h->full[s->size_class] : h->avail[s->size_class];
 }
 
-void unlink_avail(Heap* h, Slab* s) {
+void link(Heap* h, Slab* s) {
+  Slab*& head = list_of(h, s);
+  s->prev = nullptr;
+  s->next = head;
+  if (head) head->prev = s;
+  head = s;
+}
+
+void unlink(Heap* h, Slab* s) {
   if (s->prev)
     s->prev->next = s->next;
   else
-    h->avail[s->size_class] = s->next;
+    list_of(h, s) = s->next;
   if (s->next) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
 }
@@ -190,15 +196,39 @@ void stop_current(Bin& bin, Slab* s) {
   bin.free = nullptr;
 }
 
-// A non-current slab of `h` whose free list or use count just changed.
+// A full slab waits on its class's full list until rejoin_at() says enough of it is free again.
+void mark_full(Heap* h, Slab* s) {
+  s->full = true;
+  s->settle_at = rejoin_at(s);
+  link(h, s);
+}
+
+// A non-current slab of `h` whose use count just reached `settle_at`: it is empty (retired), or
+// full with enough free to rejoin the avail list.
 void settle(Heap* h, Slab* s) {
-  if (s->used == 0) {
-    if (!s->full) unlink_avail(h, s);
-    retire_slab(s);
-  } else if (s->full) {
+  unlink(h, s);
+  if (s->used == 0) return retire_slab(s);
+  s->full = false;
+  s->settle_at = 0;
+  link(h, s);
+}
+
+// Settles `s` if a free just brought its count to `settle_at`.
+inline void after_counted_free(Heap* h, Slab* s) {
+  if (--s->used == s->settle_at) settle(h, s);
+}
+
+// Out of memory for a new slab: a full slab of class `cls` that has any free block at all (it
+// had not gathered enough to rejoin the avail list), taken off the full list. Null if none.
+Slab* full_with_free(Heap* h, unsigned cls) {
+  for (Slab* s = h->full[cls]; s; s = s->next) {
+    if (s->free == nullptr && s->checked_free == nullptr) continue;
+    unlink(h, s);
     s->full = false;
-    link_avail(h, s);
+    s->settle_at = 0;
+    return s;
   }
+  return nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -255,7 +285,7 @@ void collect_remote(Heap* h) {
     PoolBlock*& list = free_list(h, s);
     b->next = list;
     list = b;
-    if (s->counted && (--s->used == 0 || s->full)) settle(h, s);
+    if (s->counted) after_counted_free(h, s);
     b = next;
   }
 }
@@ -304,9 +334,9 @@ void abandon_heap(Heap* h) {
     if (s->used == 0) {
       retire_slab(s);
     } else if (s->free || s->checked_free || s->carve != s->end) {
-      link_avail(h, s);
+      link(h, s);
     } else {
-      s->full = true;
+      mark_full(h, s);
     }
   }
   os::LockGuard guard(g_heaps_lock);
@@ -336,13 +366,13 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   if (Slab* s = bin.current; s != &g_empty_slab) {
     if (void* p = take_block(h, s)) return p;
     stop_current(bin, s);
-    s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until one returns
-    s->full = true;
+    s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until some return
+    mark_full(h, s);
   }
   Slab* s = h->avail[cls];
   if (s) {
-    unlink_avail(h, s);
-  } else if ((s = new_slab(h, cls)) == nullptr) {
+    unlink(h, s);
+  } else if ((s = new_slab(h, cls)) == nullptr && (s = full_with_free(h, cls)) == nullptr) {
     return nullptr;
   }
   make_current(h, bin, s);
@@ -366,7 +396,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   auto* b = static_cast<PoolBlock*>(p);
   b->next = s->checked_free;
   s->checked_free = b;
-  if (s->counted && (--s->used == 0 || s->full)) settle(slab_owner(s), s);
+  if (s->counted) after_counted_free(slab_owner(s), s);
 }
 
 void pool_free_slow(void* p) noexcept {
