@@ -4,8 +4,13 @@
 
 #include <stddef.h>
 
+/* The allocation and stats functions never throw: C++ callers may tail-call them from noexcept
+   code (the C++ operators of the override do). */
 #ifdef __cplusplus
+#define AK_NOTHROW noexcept
 extern "C" {
+#else
+#define AK_NOTHROW
 #endif
 
 /* ---- General-purpose allocation (liballockit) ----------------------------------------------
@@ -15,28 +20,28 @@ extern "C" {
    non-power-of-two alignment up, as glibc does. Every pointer passed in must come from these
    functions: an invalid, misaligned or double free aborts with a message naming the call.
    Memory is 16-byte aligned (8 for requests of 8 bytes or less). Thread-safe. */
-void* ak_malloc(size_t size);
-void ak_free(void* p);
-void* ak_calloc(size_t n, size_t size);
-void* ak_realloc(void* p, size_t size);
-void* ak_reallocarray(void* p, size_t n, size_t size);
-int ak_posix_memalign(void** out, size_t align, size_t size);
-void* ak_aligned_alloc(size_t align, size_t size);
-void* ak_memalign(size_t align, size_t size);
-void* ak_valloc(size_t size);
-void* ak_pvalloc(size_t size);
-size_t ak_malloc_usable_size(void* p);
-void ak_free_sized(void* p, size_t size);
-void ak_free_aligned_sized(void* p, size_t align, size_t size);
+void* ak_malloc(size_t size) AK_NOTHROW;
+void ak_free(void* p) AK_NOTHROW;
+void* ak_calloc(size_t n, size_t size) AK_NOTHROW;
+void* ak_realloc(void* p, size_t size) AK_NOTHROW;
+void* ak_reallocarray(void* p, size_t n, size_t size) AK_NOTHROW;
+int ak_posix_memalign(void** out, size_t align, size_t size) AK_NOTHROW;
+void* ak_aligned_alloc(size_t align, size_t size) AK_NOTHROW;
+void* ak_memalign(size_t align, size_t size) AK_NOTHROW;
+void* ak_valloc(size_t size) AK_NOTHROW;
+void* ak_pvalloc(size_t size) AK_NOTHROW;
+size_t ak_malloc_usable_size(void* p) AK_NOTHROW;
+void ak_free_sized(void* p, size_t size) AK_NOTHROW;
+void ak_free_aligned_sized(void* p, size_t align, size_t size) AK_NOTHROW;
 /* Returns cached free memory to the OS at once; returns 1 if any was released. */
-int ak_malloc_trim(size_t pad);
+int ak_malloc_trim(size_t pad) AK_NOTHROW;
 
 /* Returns memory to the OS: with force, every cached empty slab and cached large mapping at once
    (what malloc_trim(0) does); without, only what has been idle longer than the purge delay
    (ALLOCKIT_PURGE_DELAY_MS, default 1000 ms; a background thread does this anyway unless
    ALLOCKIT_BACKGROUND_PURGE=0). Either way it first hands the calling thread's batched frees of
    other threads' blocks to their owners. Returns the bytes given back. Thread-safe. */
-size_t ak_collect(int force);
+size_t ak_collect(int force) AK_NOTHROW;
 
 /* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB small, 2 MiB medium):
    `allocated` counts
@@ -58,12 +63,12 @@ typedef struct ak_stats {
     size_t block_size, slabs;
   } classes[AK_STATS_MAX_CLASSES];
 } ak_stats;
-void ak_stats_get(ak_stats* out);
+void ak_stats_get(ak_stats* out) AK_NOTHROW;
 /* Writes the stats as JSON like snprintf: at most `size` bytes with the NUL, returns the length
    the whole text needs. Never allocates. */
-size_t ak_stats_json(char* buf, size_t size);
+size_t ak_stats_json(char* buf, size_t size) AK_NOTHROW;
 /* Prints the stats on stderr (write(2), no allocation). ALLOCKIT_STATS=1 does this at exit. */
-void ak_stats_print(void);
+void ak_stats_print(void) AK_NOTHROW;
 
 /* An arena (see arena.hpp): bump allocation, freed all at once by ak_arena_reset. Not thread-safe.
  */

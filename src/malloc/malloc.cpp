@@ -191,7 +191,7 @@ using namespace ak::detail;
 
 extern "C" {
 
-void* ak_malloc(size_t size) {
+void* ak_malloc(size_t size) noexcept {
   if (size <= kMaxPooledSize) [[likely]] {
     const unsigned cls = malloc_class(size);
     if (void* p = pool_pop(cls)) [[likely]]
@@ -203,13 +203,13 @@ void* ak_malloc(size_t size) {
 // The fast path of free: a well-formed pointer into a pool slab, not freed twice. Everything
 // else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
 // needs no stack frame.
-void ak_free(void* p) {
+void ak_free(void* p) noexcept {
   if (in_pool_region(p) && well_formed_pooled(p) && tag_freed(slab_of(p), p)) [[likely]]
     return pool_free(p);
   if (p != nullptr) free_any("free()", p);
 }
 
-void* ak_calloc(size_t n, size_t size) {
+void* ak_calloc(size_t n, size_t size) noexcept {
   std::size_t total;
   if (!mul_fits(n, size, &total)) {
     errno = ENOMEM;
@@ -221,7 +221,7 @@ void* ak_calloc(size_t n, size_t size) {
   return p;
 }
 
-void* ak_realloc(void* p, size_t size) {
+void* ak_realloc(void* p, size_t size) noexcept {
   if (p == nullptr) return ak_malloc(size);
   if (size == 0) {  // glibc: frees and returns NULL
     free_any("realloc()", p);
@@ -249,7 +249,7 @@ void* ak_realloc(void* p, size_t size) {
   return q;
 }
 
-void* ak_reallocarray(void* p, size_t n, size_t size) {
+void* ak_reallocarray(void* p, size_t n, size_t size) noexcept {
   std::size_t total;
   if (!mul_fits(n, size, &total)) {
     errno = ENOMEM;
@@ -258,7 +258,7 @@ void* ak_reallocarray(void* p, size_t n, size_t size) {
   return ak_realloc(p, total);
 }
 
-int ak_posix_memalign(void** out, size_t align, size_t size) {
+int ak_posix_memalign(void** out, size_t align, size_t size) noexcept {
   if (!is_pow2(align) || align % sizeof(void*) != 0 || align > (std::size_t(1) << 40))
     return EINVAL;
   const int saved = errno;
@@ -270,7 +270,7 @@ int ak_posix_memalign(void** out, size_t align, size_t size) {
   return 0;
 }
 
-void* ak_aligned_alloc(size_t align, size_t size) {
+void* ak_aligned_alloc(size_t align, size_t size) noexcept {
   if (!is_pow2(align)) {
     errno = EINVAL;
     return nullptr;
@@ -278,15 +278,15 @@ void* ak_aligned_alloc(size_t align, size_t size) {
   return memalign_impl(align, size);
 }
 
-void* ak_memalign(size_t align, size_t size) {
+void* ak_memalign(size_t align, size_t size) noexcept {
   return memalign_impl(align, size);
 }
 
-void* ak_valloc(size_t size) {
+void* ak_valloc(size_t size) noexcept {
   return memalign_impl(ak::os::page_size(), size);
 }
 
-void* ak_pvalloc(size_t size) {
+void* ak_pvalloc(size_t size) noexcept {
   const std::size_t page = ak::os::page_size();
   const std::size_t rounded = align_up(size ? size : 1, page);
   if (rounded < size) {
@@ -296,19 +296,19 @@ void* ak_pvalloc(size_t size) {
   return memalign_impl(page, rounded);
 }
 
-size_t ak_malloc_usable_size(void* p) {
+size_t ak_malloc_usable_size(void* p) noexcept {
   return p == nullptr ? 0 : usable_or_die("malloc_usable_size()", p);
 }
 
-void ak_free_sized(void* p, size_t) {
+void ak_free_sized(void* p, size_t) noexcept {
   ak_free(p);
 }
 
-void ak_free_aligned_sized(void* p, size_t, size_t) {
+void ak_free_aligned_sized(void* p, size_t, size_t) noexcept {
   ak_free(p);
 }
 
-int ak_malloc_trim(size_t) {
+int ak_malloc_trim(size_t) noexcept {
   return ak_collect(1) > 0 ? 1 : 0;
 }
 

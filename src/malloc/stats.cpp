@@ -48,7 +48,7 @@ using namespace ak::detail;
 
 extern "C" {
 
-void ak_stats_get(ak_stats* out) {
+void ak_stats_get(ak_stats* out) noexcept {
   if (out == nullptr) return;
   std::memset(out, 0, sizeof *out);
   const SlabSourceStats pool = slab_source_stats();
@@ -70,7 +70,7 @@ void ak_stats_get(ak_stats* out) {
   }
 }
 
-size_t ak_stats_json(char* buf, size_t size) {
+size_t ak_stats_json(char* buf, size_t size) noexcept {
   ak_stats s;
   ak_stats_get(&s);
   Out o{buf, buf ? size : 0};
@@ -88,7 +88,7 @@ size_t ak_stats_json(char* buf, size_t size) {
   return o.finish();
 }
 
-void ak_stats_print(void) {
+void ak_stats_print(void) noexcept {
   ak_stats s;
   ak_stats_get(&s);
   Message()
@@ -128,7 +128,7 @@ void ak_stats_print(void) {
           .print();
 }
 
-size_t ak_collect(int force) {
+size_t ak_collect(int force) noexcept {
   pool_settle_remote();
   if (force) return slab_source_trim() + large_trim();
   return slab_source_purge_expired() + large_purge_older_than(slab_source_purge_delay());
