@@ -6,11 +6,15 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all test test-release test-asan test-tsan fuzz soak demo demo-trace bench bench-malloc bench-misuse bench-trace \
-        format format-check clean
+.PHONY: all deps test test-release test-asan test-tsan fuzz soak demo demo-trace bench bench-malloc bench-misuse \
+        bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
 
-all:
+# What a fresh Debian machine lacks (apt-get as root or through sudo); silent when nothing is.
+deps:
+	@scripts/install-deps.sh
+
+all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -19,19 +23,19 @@ test: format-check test-release test-asan test-tsan fuzz
 test-release: all
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 
-test-asan:
+test-asan: deps
 	cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DAK_DEBUG=ON -DAK_SANITIZE=address
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j $(JOBS) --output-on-failure
 
-test-tsan:
+test-tsan: deps
 	cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_DEBUG=ON -DAK_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j $(JOBS) --output-on-failure
 
 # libFuzzer (clang) on every journal and text reader, FUZZ_SECONDS each (CI: a short pass).
-fuzz:
+fuzz: deps
 	cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_FUZZ=ON \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 	cmake --build build-fuzz -j $(JOBS) --target libfuzzer_journal libfuzzer_import fuzz_journal fuzz_import
@@ -81,7 +85,7 @@ bench-trace: all
 format:
 	clang-format -i $$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c')
 
-format-check:
+format-check: deps
 	@files=$$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c'); \
 	if [ -n "$$files" ] && ! clang-format --dry-run --Werror $$files; then \
 	  echo "clang-format: run 'make format'"; exit 1; fi

@@ -13,6 +13,14 @@
 namespace workloads {
 
 using Registry = std::map<std::string, std::function<void()>>;
+
+// The driver's optional SCALE argument (default 1): the models that read it do that fraction of
+// their work (the trace benchmark records short runs of larson and xmalloc).
+extern double g_scale;
+inline int scaled(int n) {
+  const int k = int(n * g_scale);
+  return k > 0 ? k : 1;
+}
 void register_classic(Registry& r);   // workloads.cpp: the project's own eight
 void register_standard(Registry& r);  // standard_suite.cpp: models of the field's suites
 

@@ -51,7 +51,7 @@ void larson_model() {
     on_threads(kThreads, [&](int t) {
       Rng rng(4141 + g * kThreads + t);
       auto& s = slots[t];
-      for (int i = 0; i < kOpsPerGeneration; ++i) {
+      for (int i = 0, n = scaled(kOpsPerGeneration); i < n; ++i) {
         Slot& e = s[rng.below(kSlots)];
         drop(e);
         e.n = rng.range(8, 1000);
@@ -92,7 +92,7 @@ void xmalloc() {
       for (auto& b : got)
         for (void* p : b) std::free(p);
     };
-    for (int i = 0; i < kBatches; ++i) {
+    for (int i = 0, n = scaled(kBatches); i < n; ++i) {
       std::vector<void*> b(kBatch);
       for (auto& p : b) {
         const std::size_t n = rng.range(8, 128);

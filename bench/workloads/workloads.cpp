@@ -1,5 +1,6 @@
 // The malloc workload driver and the project's own workloads (the standard suite's models are in
-// standard_suite.cpp). Usage: malloc_workloads NAME  -> one JSON line: wall seconds and peak RSS.
+// standard_suite.cpp). Usage: malloc_workloads NAME [SCALE]  -> one JSON line: wall seconds and
+// peak RSS. SCALE (larson, larson_sized, xmalloc): the fraction of their work to do, default 1.
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "common.hpp"
 
 namespace workloads {
+double g_scale = 1;
 namespace {
 
 std::size_t small_size(std::mt19937& rng, std::size_t lo, std::size_t hi) {
@@ -170,8 +172,9 @@ int main(int argc, char** argv) {
   workloads::Registry workloads;
   workloads::register_classic(workloads);
   workloads::register_standard(workloads);
-  if (argc != 2 || !workloads.count(argv[1])) {
-    std::fprintf(stderr, "usage: malloc_workloads NAME  (names:");
+  if (argc == 3) workloads::g_scale = std::atof(argv[2]);
+  if (argc < 2 || argc > 3 || !workloads.count(argv[1]) || !(workloads::g_scale > 0)) {
+    std::fprintf(stderr, "usage: malloc_workloads NAME [SCALE > 0]  (names:");
     for (auto& [name, fn] : workloads) std::fprintf(stderr, " %s", name.c_str());
     std::fprintf(stderr, ")\n");
     return 2;
