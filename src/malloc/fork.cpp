@@ -10,13 +10,21 @@
 namespace ak::detail {
 namespace {
 
+// Whether before_fork took the locks. A single-threaded process (a shell, most short programs)
+// skips them: no other thread can hold one, and unlocking after fork wrote three lock pages on
+// each side, three copy-on-write faults per fork in the parent and three in the child.
+bool g_locked = false;
+
 void before_fork() {
+  g_locked = !os::single_threaded();
+  if (!g_locked) return;
   heaps_lock();
   slab_source_lock();
   large_lock();
 }
 
 void after_fork() {
+  if (!g_locked) return;
   large_unlock();
   slab_source_unlock();
   heaps_unlock();

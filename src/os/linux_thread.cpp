@@ -2,6 +2,7 @@
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +41,10 @@ void Lock::lock_contended() noexcept {
 
 void Lock::wake_one() noexcept {
   futex(&state_, FUTEX_WAKE_PRIVATE, 1);
+}
+
+bool single_threaded() noexcept {
+  return __libc_single_threaded != 0;
 }
 
 bool on_fork(void (*prepare)(), void (*after)()) noexcept {

@@ -79,6 +79,10 @@ class LockGuard {
   Lock& lock_;
 };
 
+// Whether the process has only ever had one thread (glibc's __libc_single_threaded): then no
+// other thread can hold a lock at fork().
+bool single_threaded() noexcept;
+
 // Registers fork handlers (pthread_atfork): `prepare` runs in the parent before fork, `after` in
 // both parent and child afterwards. Returns false on failure.
 bool on_fork(void (*prepare)(), void (*after)()) noexcept;
