@@ -238,8 +238,16 @@ Slab* full_with_free(Heap* h, unsigned cls) {
 // Remote frees: other threads push chains onto the owner heap's stack; the owner sorts them
 // ---------------------------------------------------------------------------------------------
 
-// Pushes the chain first..last (linked by `next`) onto `owner`'s remote stack: one CAS.
-void remote_push(Heap* owner, PoolBlock* first, PoolBlock* last) {
+// Pushes the chain first..last (linked by `next`), `count` blocks of slab `s`, onto the owner's
+// remote stack: one CAS. Blocks of kChainInfoMin bytes or more get the chain's tail and length in
+// the head's words 2 and 3, which collect_remote reads instead of walking the chain.
+void remote_push(Slab* s, PoolBlock* first, PoolBlock* last, std::uint32_t count) {
+  if (s->block_size >= kChainInfoMin) {
+    auto* w = reinterpret_cast<std::uintptr_t*>(first);
+    w[2] = addr(last);
+    w[3] = count;
+  }
+  Heap* owner = slab_owner(s);
   PoolBlock* head = owner->remote_blocks.load(std::memory_order_relaxed);
   do {
     last->next = head;
@@ -248,7 +256,7 @@ void remote_push(Heap* owner, PoolBlock* first, PoolBlock* last) {
 }
 
 void flush_batch(Heap* h, RemoteBatch& e) {
-  remote_push(e.owner, e.head, e.tail);
+  remote_push(e.slab, e.head, e.tail, e.count);
   e = RemoteBatch{};
   --h->outgoing_used;
 }
@@ -256,18 +264,18 @@ void flush_batch(Heap* h, RemoteBatch& e) {
 void flush_outgoing(Heap* h) {
   if (h->outgoing_used == 0) return;
   for (RemoteBatch& e : h->outgoing)
-    if (e.owner) flush_batch(h, e);
+    if (e.slab) flush_batch(h, e);
 }
 
-// A free into another heap's slab, from a thread with a heap of its own: added to the batch for
-// that heap, so frees to one heap hand over with one CAS per kRemoteBatchMax blocks. Bounded:
-// at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next allocates
-// slowly, frees to another heap with the same entry, trims, or exits.
-void batch_remote(Heap* h, Heap* owner, void* p) {
-  RemoteBatch& e = h->outgoing[(addr(owner) >> 6) % kRemoteBatches];
-  if (e.owner != owner) {
-    if (e.owner) flush_batch(h, e);
-    e.owner = owner;
+// A free into slab `s` of another heap, from a thread with a heap of its own: added to the batch
+// for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
+// Bounded: at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next
+// allocates slowly, frees to another slab with the same entry, trims, or exits.
+void batch_remote(Heap* h, Slab* s, void* p) {
+  RemoteBatch& e = h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
+  if (e.slab != s) {
+    if (e.slab) flush_batch(h, e);
+    e.slab = s;
     ++h->outgoing_used;
   }
   auto* b = static_cast<PoolBlock*>(p);
@@ -277,18 +285,34 @@ void batch_remote(Heap* h, Heap* owner, void* p) {
   if (++e.count == kRemoteBatchMax) flush_batch(h, e);
 }
 
-// Takes every block other threads freed into h's slabs and puts each back on its slab's list.
-// A slab whose count reaches zero is retired: all its blocks are home by then, since `used`
-// counts the ones still on their way.
+// `n` blocks of non-current slab `s` came home: settles it if its count crossed `settle_at`.
+void after_counted_frees(Heap* h, Slab* s, std::uint32_t n) {
+  const std::uint32_t before = s->used;
+  s->used -= n;
+  if (before > s->settle_at && s->used <= s->settle_at) settle(h, s);
+}
+
+// Takes every block other threads freed into h's slabs and puts it back on its slab's list: a
+// chain with its tail and length in its head (blocks of kChainInfoMin bytes or more) is spliced
+// whole, two block reads however long; smaller blocks are visited one by one. A slab whose count
+// reaches zero is retired: all its blocks are home by then, since `used` counts the ones still on
+// their way.
 void collect_remote(Heap* h) {
   PoolBlock* b = h->remote_blocks.exchange(nullptr, std::memory_order_acquire);
   while (b) {
-    PoolBlock* next = b->next;
     Slab* s = slab_of_any(b);
+    PoolBlock* last = b;
+    std::uint32_t n = 1;
+    if (s->block_size >= kChainInfoMin) {
+      const auto* w = reinterpret_cast<const std::uintptr_t*>(b);
+      last = reinterpret_cast<PoolBlock*>(w[2]);
+      n = std::uint32_t(w[3]);
+    }
+    PoolBlock* next = last->next;
     PoolBlock*& list = free_list(h, s);
-    b->next = list;
+    last->next = list;
     list = b;
-    if (s->counted) after_counted_free(h, s);
+    if (s->counted) after_counted_frees(h, s, n);
     b = next;
   }
 }
@@ -389,11 +413,10 @@ void pool_after_local_free(Slab* slab) noexcept {
 void pool_free_other(Slab* s, void* p) noexcept {
   if (s->checked) mark_free(s, p);
   Heap* h = tl_heap;
-  Heap* owner = slab_owner(s);
-  if (owner != h) {
-    if (h->is_real) return batch_remote(h, owner, p);
+  if (slab_owner(s) != h) {
+    if (h->is_real) return batch_remote(h, s, p);
     auto* b = static_cast<PoolBlock*>(p);
-    return remote_push(owner, b, b);  // a thread without a heap has nowhere to batch
+    return remote_push(s, b, b, 1);  // a thread without a heap has nowhere to batch
   }
   // A checked slab of this thread: the fast path skipped it on purpose.
   auto* b = static_cast<PoolBlock*>(p);

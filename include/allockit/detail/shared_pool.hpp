@@ -74,19 +74,23 @@ struct alignas(16) Bin {
   Slab* current;    // never null: an empty sentinel until first use
 };
 
-// Frees this thread made into one other heap's slabs, not yet handed over: pushed onto that
-// heap's `remote_blocks` as one chain (one CAS) when full, when another heap needs the entry, and
-// on the freeing thread's allocation slow path, pool_trim/ak_collect and exit.
+// Frees this thread made into one slab of another heap, not yet handed over: pushed onto that
+// heap's `remote_blocks` as one chain (one CAS) when full, when another slab needs the entry,
+// and on the freeing thread's allocation slow path, pool_trim/ak_collect and exit. A chain of
+// blocks of kChainInfoMin bytes or more carries its tail and length in its head's third and
+// fourth words (the second is the freed-block tag of liballockit), so the owner splices it onto
+// the slab's list whole instead of visiting every block.
 struct RemoteBatch {
-  Heap* owner = nullptr;
+  Slab* slab = nullptr;
   PoolBlock* head = nullptr;
   PoolBlock* tail = nullptr;
   std::uint32_t count = 0;
 };
+inline constexpr std::uint32_t kChainInfoMin = 32;
 inline constexpr std::uintptr_t kKeyClassMask = 63;  // Heap is 64-aligned: the class fits below
 static_assert(kHeapClasses <= kKeyClassMask + 1);
 
-inline constexpr unsigned kRemoteBatches = 8;    // entries, indexed by owner heap address
+inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
 struct alignas(64) Heap {
