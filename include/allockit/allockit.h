@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "allockit/version.h"
+
 /* The allocation and stats functions never throw: C++ callers may tail-call them from noexcept
    code (the C++ operators of the override do). */
 #ifdef __cplusplus
@@ -12,6 +14,9 @@ extern "C" {
 #else
 #define AK_NOTHROW
 #endif
+
+/* The version of the allockit library in the process: AK_VERSION's encoding (version.h). */
+int ak_version(void) AK_NOTHROW;
 
 /* ---- General-purpose allocation (liballockit) ----------------------------------------------
    glibc semantics: malloc(0) returns a unique pointer; free(NULL) does nothing; realloc(NULL, n)

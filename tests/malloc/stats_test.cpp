@@ -86,3 +86,9 @@ TEST(MallocStats, JsonIsCompleteAndTruncatesLikeSnprintf) {
 }
 
 }  // namespace
+
+// The library in the process reports the version its header was written with.
+TEST(Version, LibraryMatchesHeader) {
+  EXPECT_EQ(ak_version(), AK_VERSION);
+  EXPECT_EQ(AK_VERSION, AK_VERSION_MAJOR * 10000 + AK_VERSION_MINOR * 100 + AK_VERSION_PATCH);
+}

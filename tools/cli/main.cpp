@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "allockit/version.h"
 #include "cli/record.hpp"
 #include "replay/build_plan.hpp"
 #include "replay/runner.hpp"
@@ -27,7 +28,7 @@ namespace {
 using namespace ak;
 
 const char* kUsage =
-    "usage: allockit COMMAND [ARGS]\n"
+    "usage: allockit COMMAND [ARGS]   (allockit --version: the version)\n"
     "  record [-o FILE] [--follow-forks] -- CMD [ARGS...]   journal every allocation of CMD\n"
     "  import --format text|valgrind IN -o OUT              convert a text trace to a journal\n"
     "  export --format text IN -o OUT                        write a journal as text\n"
@@ -255,6 +256,10 @@ int cmd_record(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("allockit %s\n", AK_VERSION_STRING);
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
