@@ -52,9 +52,11 @@ inline void* clear_tag(void* p, unsigned cls) {
   return p;
 }
 
-// A pointer into a pool region where a block can start: 8-aligned and past its slab's header.
+// A pointer into a pool region where a block can start: 8-aligned and past its slab's header
+// (and the unused colour gap before it).
 inline bool well_formed_pooled(const void* p) {
-  return (addr(p) & 7) == 0 && (addr(p) & (kSlabSize - 1)) >= sizeof(Slab);
+  const std::uintptr_t base = addr(p) & ~(kSlabSize - 1);
+  return (addr(p) & 7) == 0 && addr(p) - base >= slab_color_offset(base) + sizeof(Slab);
 }
 
 // Tags well-formed pooled block `p` of slab `s` as freed. Returns false, changing nothing, when it

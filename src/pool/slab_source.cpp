@@ -138,8 +138,9 @@ Slab* slab_acquire(bool medium, bool* zeroed) noexcept {
   return slab;
 }
 
-void slab_release(Slab* slab) noexcept {
-  Supply& s = supply_of(slab);
+void slab_release(Slab* header) noexcept {
+  Supply& s = supply_of(header);
+  Slab* slab = reinterpret_cast<Slab*>(addr(header) & ~(s.slab_size - 1));  // its base
   {
     os::LockGuard guard(g_lock);
     --s.in_use;

@@ -24,9 +24,9 @@ inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as
 // when out of memory. Its contents are stale (a reused slab) or zero (fresh or decommitted);
 // `*zeroed` says which.
 Slab* slab_acquire(bool medium, bool* zeroed) noexcept;
-// Effects: takes back an empty slab for reuse; then, outside the lock, calls the hook set by
-// slab_source_on_cache (if any).
-void slab_release(Slab* slab) noexcept;
+// Effects: takes back the empty slab whose header is `header` (anywhere in its first page) for
+// reuse; then, outside the lock, calls the hook set by slab_source_on_cache (if any).
+void slab_release(Slab* header) noexcept;
 // Effects: `hook` runs after every slab cached for reuse (liballockit starts its purger there).
 // Set once, before any thread exists.
 void slab_source_on_cache(void (*hook)()) noexcept;

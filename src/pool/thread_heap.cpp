@@ -113,8 +113,9 @@ void retire_slab(Slab* s) {
 // Slabs: setup, carving, retirement
 // ---------------------------------------------------------------------------------------------
 
-// A small slab's blocks start at the first line after its header (and debug bitmap); a medium
-// slab's at its second page, so medium blocks (multiples of 4 KiB) are page-aligned.
+// A small slab's header goes at its colour offset (shared_pool.hpp) and its blocks start at the
+// first line after the header (and debug bitmap); a medium slab's header is at its start and its
+// blocks at its second page, so medium blocks (multiples of 4 KiB) are page-aligned.
 Slab* new_slab(Heap* h, unsigned cls) {
   const bool medium = cls >= kClassCount;
   bool zeroed = false;
@@ -127,7 +128,10 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
   static_assert(sizeof(Slab) + (kMediumSlabSize / 20480 + 63) / 64 * 8 <= kMediumDataOffset);
   char* base = reinterpret_cast<char*>(s);
-  char* data = base + (medium ? kMediumDataOffset : align_up(sizeof(Slab) + bitmap, 64));
+  if (!medium) s = reinterpret_cast<Slab*>(base + slab_color_offset(addr(base)));
+  char* header = reinterpret_cast<char*>(s);
+  char* data = medium ? base + kMediumDataOffset
+                      : reinterpret_cast<char*>(align_up(addr(header) + sizeof(Slab) + bitmap, 64));
   const std::size_t capacity = std::size_t(base + slab_bytes - data) / block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
@@ -138,7 +142,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   s->data = s->carve = data;
   s->end = data + capacity * block;
   if (s->checked) {
-    s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(base + sizeof(Slab));
+    s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(header + sizeof(Slab));
     if (!zeroed) std::memset(static_cast<void*>(s->live_bits), 0, bitmap);
   }
   return s;

@@ -120,8 +120,23 @@ void pool_free_other(Slab* slab, void* p) noexcept;  // remote free, or a checke
 void pool_check_pointer(const void* p) noexcept;     // aborts unless p lies in a pool region
 void pool_free_slow(void* p) noexcept;               // pool_free, out of line
 
+// A small slab's header sits at one of kSlabColors offsets in its first page, 128 bytes apart,
+// chosen by the slab's address; its blocks start right after it. At one offset, every header was
+// 64 KiB-aligned and so in the same cache sets (two of L1's, one of L2's): a thread with 100 slabs
+// missed on nearly every header it read. Colouring costs two ALU operations more per lookup and
+// at most 31 * 128 bytes of each slab's first page.
+inline constexpr std::uintptr_t kSlabColors = 32;
+inline constexpr std::uintptr_t kSlabHeaderBytes = 128;
+
+// The colour offset of the small slab whose 64 KiB-aligned base is `base`.
+constexpr std::uintptr_t slab_color_offset(std::uintptr_t base) noexcept {
+  return ((base >> kSlabShift) & (kSlabColors - 1)) * kSlabHeaderBytes;
+}
+
+// The header of the small slab holding `p`. Four ALU operations, no load.
 inline Slab* slab_of(const void* p) noexcept {
-  return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1);
+  return reinterpret_cast<Slab*>(base + slab_color_offset(base));
 }
 
 // Pops a block of class `cls` from this thread's current slab, or returns null when that list is
