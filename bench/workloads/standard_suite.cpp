@@ -70,9 +70,12 @@ void larson_sized() {
 }
 
 // xmalloc-test (Lever and Boreham): every thread allocates batches of small blocks and hands
-// each batch to the next thread, which frees it: all frees are cross-thread.
+// each batch to the next thread, which frees it: all frees are cross-thread. The exchange is
+// bounded (kMaxQueued batches per thread) as in the original: unbounded, a thread the scheduler
+// left running piled up batches for a descheduled one, and peak RSS measured the scheduler.
 void xmalloc() {
   constexpr int kBatches = 240'000, kBatch = 100;
+  constexpr std::size_t kMaxQueued = 16;
   struct Queue {
     std::mutex m;
     std::vector<std::vector<void*>> batches;
@@ -99,9 +102,16 @@ void xmalloc() {
         p = std::malloc(n);
         static_cast<char*>(p)[n - 1] = 1;
       }
-      {
-        std::lock_guard g(next.m);
-        next.batches.push_back(std::move(b));
+      for (;;) {
+        {
+          std::lock_guard g(next.m);
+          if (next.batches.size() < kMaxQueued) {
+            next.batches.push_back(std::move(b));
+            break;
+          }
+        }
+        drain();  // the neighbour is behind: free what it sent, let it run
+        std::this_thread::yield();
       }
       if (i % 8 == 0) drain();
     }
