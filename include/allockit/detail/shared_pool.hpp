@@ -208,7 +208,9 @@ inline void pool_free(void* p) noexcept {
 inline void pool_free(void* p, unsigned cls) noexcept {
   if constexpr (kDebugBuild) return pool_free(p);  // checked slabs: the slab decides
   Bin& bin = tl_heap->bins[cls];
-  if (slab_of(p) == bin.current) [[likely]]
+  // Same slab as the current one: equal above the slab bits (no colour offset to compute).
+  if (((reinterpret_cast<std::uintptr_t>(p) ^ reinterpret_cast<std::uintptr_t>(bin.current)) >>
+       kSlabShift) == 0) [[likely]]
     return pool_push(bin, p);
   pool_free_slow(p);  // out of line, so the fast path above stays straight
 }
