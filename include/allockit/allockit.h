@@ -49,11 +49,10 @@ int ak_malloc_trim(size_t pad) AK_NOTHROW;
 size_t ak_collect(int force) AK_NOTHROW;
 
 /* A snapshot of liballockit's memory. Pool figures are per slab (64 KiB small, 2 MiB medium):
-   `allocated` counts
-   live large blocks exactly and pooled blocks by the capacity of the slabs holding them (an upper
-   bound: exact pooled counts would cost a counter on the fast path). `resident` measures pool
-   regions with mincore and counts live large mappings whole. Thread-safe; other threads may
-   change the numbers while they are read. */
+   `allocated` counts live large blocks exactly and pooled blocks by the capacity of the slabs
+   holding them (an upper bound: exact pooled counts would cost a counter on the fast path).
+   `resident` measures pool regions with mincore and counts live large mappings whole. Thread-safe;
+   other threads may change the numbers while they are read. */
 #define AK_STATS_MAX_CLASSES 64
 typedef struct ak_stats {
   size_t mapped;    /* address space reserved from the OS */

@@ -13,10 +13,11 @@ void LargeCache::remove(std::size_t i) noexcept {
   std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
 }
 
-void LargeCache::release(std::size_t i) noexcept {
-  os::release(ranges_[i].base, ranges_[i].bytes);
-  released_ += ranges_[i].bytes;
+std::size_t LargeCache::release(std::size_t i) noexcept {
+  const std::size_t bytes = ranges_[i].bytes;
+  os::release(ranges_[i].base, bytes);
   remove(i);
+  return bytes;
 }
 
 void LargeCache::release_oldest(Kind kind) noexcept {
@@ -104,13 +105,12 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero) noexcept {
 
 std::size_t LargeCache::purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept {
   const std::uint64_t now = os::coarse_now_ns();
-  const std::size_t before = released_;
+  std::size_t purged = 0;
   for (std::size_t i = 0; i < len_;)
     if (now - ranges_[i].since >= age_ns)
-      release(i);
+      purged += release(i);
     else
       ++i;
-  const std::size_t purged = released_ - before;
   peak_live_ = live;  // the budget follows use since this purge
   return purged;
 }

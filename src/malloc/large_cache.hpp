@@ -62,7 +62,7 @@ class LargeCache {
     return kPeakFactor * peak_live_ > kMinBudget ? kPeakFactor * peak_live_ : kMinBudget;
   }
   void remove(std::size_t i) noexcept;
-  void release(std::size_t i) noexcept;  // unmaps range i and removes it
+  std::size_t release(std::size_t i) noexcept;  // unmaps range i, removes it; returns its bytes
   enum class Kind { kAny, kResident, kZero };
   void release_oldest(Kind kind) noexcept;
   Taken carve(std::size_t i, std::size_t need, bool want_zero) noexcept;
@@ -71,7 +71,7 @@ class LargeCache {
   Range ranges_[kSlots]{};
   std::size_t len_ = 0;
   std::size_t resident_ = 0, zero_ = 0;
-  std::size_t peak_live_ = 0, released_ = 0;
+  std::size_t peak_live_ = 0;
 };
 
 }  // namespace ak::detail

@@ -55,8 +55,7 @@ inline void* clear_tag(void* p, unsigned cls) {
 // A pointer into a pool region where a block can start: 8-aligned and past its slab's header
 // (and the unused colour gap before it).
 inline bool well_formed_pooled(const void* p) {
-  const std::uintptr_t base = addr(p) & ~(kSlabSize - 1);
-  return (addr(p) & 7) == 0 && addr(p) - base >= slab_color_offset(base) + sizeof(Slab);
+  return (addr(p) & 7) == 0 && addr(p) >= addr(slab_of(p)) + sizeof(Slab);
 }
 
 // Tags well-formed pooled block `p` of slab `s` as freed. Returns false, changing nothing, when it

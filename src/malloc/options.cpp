@@ -47,10 +47,8 @@ Options parse() noexcept {
   return o;
 }
 
-}  // namespace
-
-namespace {
 constinit Options g_options;  // defaults until load_options() runs
+
 }  // namespace
 
 const Options& options() noexcept {

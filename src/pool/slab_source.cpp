@@ -117,7 +117,7 @@ Supply& supply_of(const Slab* slab) {
 
 }  // namespace
 
-Slab* slab_acquire(bool medium, bool* zeroed) noexcept {
+void* slab_acquire(bool medium, bool* zeroed) noexcept {
   Supply& s = medium ? g_medium : g_small;
   os::LockGuard guard(g_lock);
   purge_expired();
@@ -126,13 +126,13 @@ Slab* slab_acquire(bool medium, bool* zeroed) noexcept {
     const std::uintptr_t e = s.cache[--s.cache_len];
     if (s.purged > s.cache_len) s.purged = s.cache_len;
     *zeroed = (e & 1) != 0;
-    return reinterpret_cast<Slab*>(e & ~std::uintptr_t(1));
+    return reinterpret_cast<void*>(e & ~std::uintptr_t(1));
   }
   if (s.carve == s.carve_end && !s.add_region()) {
     --s.in_use;
     return nullptr;
   }
-  auto* slab = reinterpret_cast<Slab*>(s.carve);
+  char* slab = s.carve;
   s.carve += s.slab_size;
   *zeroed = true;
   return slab;
@@ -140,7 +140,7 @@ Slab* slab_acquire(bool medium, bool* zeroed) noexcept {
 
 void slab_release(Slab* header) noexcept {
   Supply& s = supply_of(header);
-  Slab* slab = reinterpret_cast<Slab*>(addr(header) & ~(s.slab_size - 1));  // its base
+  auto* slab = reinterpret_cast<void*>(addr(header) & ~(s.slab_size - 1));  // its base
   {
     os::LockGuard guard(g_lock);
     --s.in_use;

@@ -1,10 +1,10 @@
 // The process-wide supply of slabs for the shared pools: small (64 KiB) and medium (2 MiB) slabs,
 // each kind carved from 16 MiB regions of its own that are never unmapped, so "is this address
-// ours, and which kind" is one bit test per kind. Empty slabs are
-// cached resident and decommitted once idle longer than the purge delay (checked whenever a slab
-// is taken or given back, and by pool_trim), so a program that frees and refills stays fast and
-// a program that shrinks returns its memory.
-// Thread-safe: every function takes one internal mutex (slow paths only) except in_pool_region.
+// ours, and which kind" is one bit test per kind. Empty slabs are cached resident and decommitted
+// once idle longer than the purge delay (checked whenever a slab is taken or given back, and by
+// pool_trim), so a program that frees and refills stays fast and a program that shrinks returns its
+// memory. Thread-safe: every function takes one internal mutex (slow paths only) except
+// in_pool_region.
 #pragma once
 
 #include <cstddef>
@@ -21,9 +21,9 @@ inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
 inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as jemalloc-ish
 
 // Returns: a slab-aligned block of memory of kSlabSize (or kMediumSlabSize when `medium`), or null
-// when out of memory. Its contents are stale (a reused slab) or zero (fresh or decommitted);
-// `*zeroed` says which.
-Slab* slab_acquire(bool medium, bool* zeroed) noexcept;
+// when out of memory; the caller places the slab's header in it. Its contents are stale (a reused
+// slab) or zero (fresh or decommitted); `*zeroed` says which.
+void* slab_acquire(bool medium, bool* zeroed) noexcept;
 // Effects: takes back the empty slab whose header is `header` (anywhere in its first page) for
 // reuse; then, outside the lock, calls the hook set by slab_source_on_cache (if any).
 void slab_release(Slab* header) noexcept;

@@ -119,17 +119,17 @@ void retire_slab(Slab* s) {
 Slab* new_slab(Heap* h, unsigned cls) {
   const bool medium = cls >= kClassCount;
   bool zeroed = false;
-  Slab* s = slab_acquire(medium, &zeroed);
-  if (s == nullptr) return nullptr;
+  auto* base = static_cast<char*>(slab_acquire(medium, &zeroed));
+  if (base == nullptr) return nullptr;
   g_class_slabs[cls].fetch_add(1, std::memory_order_relaxed);
   const std::size_t block = class_size(cls);
   const std::size_t slab_bytes = medium ? kMediumSlabSize : kSlabSize;
   const std::size_t max_blocks = (slab_bytes - sizeof(Slab)) / block;
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
-  static_assert(sizeof(Slab) + (kMediumSlabSize / 20480 + 63) / 64 * 8 <= kMediumDataOffset);
-  char* base = reinterpret_cast<char*>(s);
-  if (!medium) s = reinterpret_cast<Slab*>(base + slab_color_offset(addr(base)));
-  char* header = reinterpret_cast<char*>(s);
+  static_assert(sizeof(Slab) + (kMediumSlabSize / class_size(kClassCount) + 63) / 64 * 8 <=
+                kMediumDataOffset);
+  char* header = medium ? base : base + slab_color_offset(addr(base));
+  auto* s = reinterpret_cast<Slab*>(header);
   char* data = medium ? base + kMediumDataOffset
                       : reinterpret_cast<char*>(align_up(addr(header) + sizeof(Slab) + bitmap, 64));
   const std::size_t capacity = std::size_t(base + slab_bytes - data) / block;
@@ -210,19 +210,26 @@ void mark_full(Heap* h, Slab* s) {
   link(h, s);
 }
 
+// Takes `s` off whichever list it is on and out of the full state.
+void unlink_unfull(Heap* h, Slab* s) {
+  unlink(h, s);
+  s->full = false;
+  s->settle_at = 0;
+}
+
 // A non-current slab of `h` whose use count just reached `settle_at`: it is empty (retired), or
 // full with enough free to rejoin the avail list.
 void settle(Heap* h, Slab* s) {
-  unlink(h, s);
+  unlink_unfull(h, s);
   if (s->used == 0) return retire_slab(s);
-  s->full = false;
-  s->settle_at = 0;
   link(h, s);
 }
 
-// Settles `s` if a free just brought its count to `settle_at`.
-inline void after_counted_free(Heap* h, Slab* s) {
-  if (--s->used == s->settle_at) settle(h, s);
+// `n` blocks of non-current slab `s` came home: settles it if its count crossed `settle_at`.
+void after_counted_frees(Heap* h, Slab* s, std::uint32_t n) {
+  const std::uint32_t before = s->used;
+  s->used -= n;
+  if (before > s->settle_at && s->used <= s->settle_at) settle(h, s);
 }
 
 // Out of memory for a new slab: a full slab of class `cls` that has any free block at all (it
@@ -230,9 +237,7 @@ inline void after_counted_free(Heap* h, Slab* s) {
 Slab* full_with_free(Heap* h, unsigned cls) {
   for (Slab* s = h->full[cls]; s; s = s->next) {
     if (s->free == nullptr && s->checked_free == nullptr) continue;
-    unlink(h, s);
-    s->full = false;
-    s->settle_at = 0;
+    unlink_unfull(h, s);
     return s;
   }
   return nullptr;
@@ -287,13 +292,6 @@ void batch_remote(Heap* h, Slab* s, void* p) {
   e.head = b;
   if (e.tail == nullptr) e.tail = b;
   if (++e.count == kRemoteBatchMax) flush_batch(h, e);
-}
-
-// `n` blocks of non-current slab `s` came home: settles it if its count crossed `settle_at`.
-void after_counted_frees(Heap* h, Slab* s, std::uint32_t n) {
-  const std::uint32_t before = s->used;
-  s->used -= n;
-  if (before > s->settle_at && s->used <= s->settle_at) settle(h, s);
 }
 
 // Takes every block other threads freed into h's slabs and puts it back on its slab's list: a
@@ -426,7 +424,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   auto* b = static_cast<PoolBlock*>(p);
   b->next = s->checked_free;
   s->checked_free = b;
-  if (s->counted) after_counted_free(slab_owner(s), s);
+  if (s->counted) after_counted_frees(h, s, 1);
 }
 
 void pool_free_slow(void* p) noexcept {

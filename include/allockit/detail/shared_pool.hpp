@@ -1,9 +1,9 @@
 // Inline fast paths of the shared size-class pools (pool.hpp). Internal: only pool.hpp includes it.
-// A slab is a 64 KiB-aligned run of same-class blocks whose header sits at its start, so a block's
-// slab is its address with the low bits cleared. Each slab belongs to one thread heap. Invariants:
+// A slab is a 64 KiB-aligned run of same-class blocks whose header sits in its first page, at an
+// offset its address gives (slab_of), so a block's slab is computed, never looked up. Each slab
+// belongs to one thread heap. Invariants:
 // - only the owner thread touches `free`, `used`, `settle_at`, `full` and the heap's bins (a heap
-// no thread
-//   owns is touched only under the hand-out lock, by pool_settle_remote);
+//   no thread owns is touched only under the hand-out lock, by pool_settle_remote);
 // - other threads never write a slab header (a debug slab's atomic live bits aside): their frees
 //   go onto the owning heap's `remote_blocks` stack, in chains (one CAS per chain), and the owner
 //   sorts them back into their slabs;
