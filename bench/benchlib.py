@@ -127,6 +127,15 @@ def write_results(out_dir, stem, result, markdown):
     print(markdown)
 
 
+def rotations(names, rounds):
+    """(round, order) for each round: every name once, the order rotated by one each round, so
+    drift on a shared machine hits every allocator alike."""
+    names = list(names)
+    for r in range(rounds):
+        k = r % len(names)
+        yield r, names[k:] + names[:k]
+
+
 def malloc_allocators(build):
     """Every malloc the suites compare, by name: glibc (no preload), the Debian peers, allockit."""
     return {"glibc": None, **PRELOADS, "allockit": os.path.abspath(os.path.join(build, "liballockit.so"))}

@@ -45,13 +45,12 @@ def summarise(workload, runs):
 def run_workload(binary, workload, allocators, reps):
     """Runs every allocator once per round, in a rotating order, so drift on a shared machine
     hits all of them alike."""
-    names = list(allocators)
-    runs = {n: [] for n in names}
-    for rep in range(reps):
-        for n in names[rep % len(names):] + names[:rep % len(names)]:
+    runs = {n: [] for n in allocators}
+    for rep, order in benchlib.rotations(allocators, reps):
+        for n in order:
             print(f"+ {n} {workload} ({rep + 1}/{reps})", flush=True)
             runs[n].append(run_once(binary, workload, allocators[n]))
-    return [dict(summarise(workload, runs[n]), allocator=n) for n in names]
+    return [dict(summarise(workload, runs[n]), allocator=n) for n in allocators]
 
 
 def geomean(xs):

@@ -21,15 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = ["git", "--version"]
 
 
-def rotations(names, rounds):
-    for r in range(rounds):
-        k = r % len(names)
-        yield r, names[k:] + names[:k]
-
-
 def spawn_rounds(spawn_loop, allocators, rounds, runs):
     per = {n: [] for n in allocators}
-    for r, order in rotations(list(allocators), rounds):
+    for r, order in benchlib.rotations(allocators, rounds):
         for n in order:
             out = subprocess.run([spawn_loop, str(runs), allocators[n] or "-"] + PROGRAM,
                                  check=True, capture_output=True, text=True).stdout
@@ -41,7 +35,7 @@ def spawn_rounds(spawn_loop, allocators, rounds, runs):
 def script_rounds(allocators, rounds):
     script = os.path.join(HERE, "start", "short_processes.sh")
     per = {n: [] for n in allocators}
-    for r, order in rotations(list(allocators), rounds):
+    for r, order in benchlib.rotations(allocators, rounds):
         for n in order:
             env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
             if allocators[n]:
