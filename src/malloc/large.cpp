@@ -150,10 +150,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   if (h->align > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
   // Room in the registry first: once the mapping has moved there is no way back.
   if ((g_used + 1) * 2 > g_cap && !grow_table()) return nullptr;
-  // Growth gets headroom (half the old size): a run of small growths, as vectors and Python
-  // lists make, then costs one mremap per 1.5x instead of one per step. The headroom is address
-  // space only until written.
-  const std::size_t want = size > usable && size < usable + usable / 2 ? usable + usable / 2 : size;
+  // Growth gets headroom (grown_size): one mremap per 1.5x; address space only until written.
+  const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(h->offset + want, os::page_size());
   char* base = static_cast<char*>(p) - h->offset;
   auto* moved = static_cast<char*>(os::remap(base, h->map_bytes, bytes));

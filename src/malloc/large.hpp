@@ -14,6 +14,13 @@ namespace ak::detail {
 // that is, emptying a big cached range rather than leaving the caller to clear it.
 void* large_alloc(std::size_t size, std::size_t align, bool* zeroed,
                   bool want_zero = false) noexcept;
+// The size to give a block of `usable` bytes that must now hold `size`: growth gets half the old
+// size again as headroom, so a run of small growths (vectors, Python lists) moves or copies once
+// per 1.5x instead of at every step. Shrinking or keeping the size: `size`.
+inline std::size_t grown_size(std::size_t usable, std::size_t size) noexcept {
+  const std::size_t headroom = usable + usable / 2;
+  return size > usable && size < headroom ? headroom : size;
+}
 // Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one.
 bool large_free(void* p) noexcept;
 // Returns: the usable size of large block `p`, or 0 if `p` is not one.

@@ -236,11 +236,12 @@ void* ak_realloc(void* p, size_t size) noexcept {
   if (size > kMaxMediumSize && is_large(p))
     if (void* q = large_realloc(p, size)) return q;
 
-  // Growth past the small classes gets headroom, as large blocks do: half the old size again,
-  // so a run of small growths copies once per 1.5x rather than at every class boundary.
+  // Growth past the small classes gets the large blocks' headroom (grown_size), so a run of small
+  // growths copies once per 1.5x rather than at every class boundary; a medium request stays
+  // medium.
   std::size_t want = size;
-  if (size > usable && size > kMaxPooledSize) {
-    want = std::max(size, usable + usable / 2);
+  if (size > kMaxPooledSize) {
+    want = grown_size(usable, size);
     if (size <= kMaxMediumSize) want = std::min(want, kMaxMediumSize);
   }
   void* q = ak_malloc(want);
