@@ -6,7 +6,9 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 PY         ?= python3
 
-.PHONY: all deps test test-release test-asan test-tsan fuzz soak demo demo-trace bench bench-malloc bench-misuse \
+PREFIX     ?= /usr/local
+
+.PHONY: all deps install package test test-release test-asan test-tsan fuzz soak demo demo-trace bench bench-malloc bench-misuse \
         bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -17,6 +19,13 @@ deps:
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Everything a user links or runs, under PREFIX (docs/using.md); the Debian package, in build/.
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: all
+	cd $(BUILD) && cpack -G DEB
 
 test: format-check test-release test-asan test-tsan fuzz
 

@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev libboost-dev libloki-dev
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
   libzstd-dev zlib1g-dev clang libclang-rt-14-dev python3-matplotlib python3-numpy
-  libpython3.11-testsuite sqlite3 heaptrack hyperfine
+  libpython3.11-testsuite sqlite3 heaptrack hyperfine dpkg-dev file
 )
 
 missing=()

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,11 +18,8 @@
 #include "replay/runner.hpp"
 #include "trace/convert.hpp"
 #include "trace/json.hpp"
+#include "trace/paths.hpp"
 #include "trace/stats.hpp"
-
-#ifndef AK_SOURCE_DIR
-#define AK_SOURCE_DIR "."
-#endif
 
 namespace {
 
@@ -221,16 +219,22 @@ int cmd_compare(const Args& a) {
   return run_compare(a.pos[0], allocs, replay_options(a), a.get("--out", "compare-out"));
 }
 
+// The report is a Python package; a missing piece is named with the way to install it.
 int cmd_report(const Args& a) {
   std::string out = a.get("-o", "report.html");
   if (a.pos.size() != 1) throw UsageError("report needs a results folder");
-  std::string py = std::string(AK_SOURCE_DIR) + "/tools/report";
+  const std::string& py = trace::tool_paths().report_python;
+  if (access((py + "/allockit_report/__main__.py").c_str(), R_OK) != 0)
+    throw std::runtime_error("the report package allockit_report is missing from " + py +
+                             "; reinstall allockit (cmake --install, or the allockit .deb)");
   const char* old = getenv("PYTHONPATH");
   setenv("PYTHONPATH", (py + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
   std::vector<const char*> argv = {"python3",   "-m",   "allockit_report", a.pos[0].c_str(), "-o",
                                    out.c_str(), nullptr};
   execvp("python3", const_cast<char**>(argv.data()));
-  throw std::runtime_error("cannot run python3 for the report");
+  throw std::runtime_error(
+      std::string("cannot run python3 for the report (") + std::strerror(errno) +
+      "); install it: sudo apt-get install python3 python3-numpy python3-matplotlib");
 }
 
 int cmd_record(int argc, char** argv) {

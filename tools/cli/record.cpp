@@ -100,7 +100,7 @@ uint64_t compact_journal(const std::string& path) {
 int record(const RecordOptions& opt) {
   if (opt.command.empty()) throw std::invalid_argument("record: no command given after --");
   std::string out = absolute(opt.out);
-  std::string lib = trace::tools_dir() + "/liballockit_record.so";
+  std::string lib = trace::tool_paths().recorder;
   if (access(lib.c_str(), R_OK) != 0)
     throw std::runtime_error("recorder library not found: " + lib);
   for (const auto& stale : journals_of(out)) std::remove(stale.c_str());

@@ -53,7 +53,7 @@ struct Candidate {
 std::vector<Candidate> candidates() {
   std::string lib = kLibDir;
   return {{"glibc", {""}},
-          {"allockit", {trace::tools_dir() + "/liballockit.so"}},
+          {"allockit", {trace::tool_paths().liballockit}},
           {"jemalloc", {lib + "libjemalloc.so.2"}},
           {"mimalloc", {lib + "libmimalloc.so.2"}},
           {"tcmalloc", {lib + "libtcmalloc_minimal.so.4", lib + "libtcmalloc.so.4"}}};
@@ -114,7 +114,7 @@ void show_progress(const std::string& name, const std::atomic<uint64_t>* counter
 // Runs one worker; returns "" or an error message.
 std::string run_worker(const std::string& plan, const AllocatorSpec& a, const ReplayOptions& opt,
                        const std::string& dir, uint64_t total_ops, int rep) {
-  std::string worker = trace::tools_dir() + "/allockit-replay";
+  std::string worker = trace::tool_paths().worker;
   char speed[32];
   std::snprintf(speed, sizeof speed, "%g", opt.speed);
   std::vector<std::string> args = {worker, plan, dir, speed, opt.touch};

@@ -1,18 +1,22 @@
-// Where the tools find each other: the recorder library, the replay worker and liballockit
-// are built next to the `allockit` executable.
+// Where the tools find each other. Two layouts:
+// - the build tree: the recorder library, the replay worker and liballockit sit next to the
+//   `allockit` executable, and the report package is in the source tree;
+// - an install: the helpers sit in libexec/allockit, liballockit in lib and the report package in
+//   share/allockit/python, each found relative to the installed executable (never the build tree).
+// The build tree is recognised by the replay worker next to the executable.
 #pragma once
-#include <unistd.h>
-
 #include <string>
 
 namespace ak::trace {
 
-inline std::string tools_dir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
+struct ToolPaths {
+  std::string recorder;       // liballockit_record.so
+  std::string worker;         // allockit-replay
+  std::string liballockit;    // the overriding library replayed as "allockit"
+  std::string report_python;  // the folder holding the allockit_report package
+};
+
+// Resolved once from /proc/self/exe; paths may name files that are missing (callers check).
+const ToolPaths& tool_paths();
 
 }  // namespace ak::trace

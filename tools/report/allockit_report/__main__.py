@@ -2,7 +2,15 @@
 import argparse
 import sys
 
-from . import data, html, plots
+try:
+    import matplotlib  # noqa: F401  (checked here so a missing one is named, not a traceback)
+    import numpy  # noqa: F401
+except ImportError as missing:
+    sys.exit(f"allockit report: the Python module '{missing.name}' is missing; install it with "
+             "'sudo apt-get install python3-numpy python3-matplotlib' "
+             "(or 'pip install numpy matplotlib')")
+
+from . import data, html, plots  # noqa: E402
 
 
 def progress(step, total, what):
