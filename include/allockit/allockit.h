@@ -61,7 +61,9 @@ typedef struct ak_stats {
   size_t allocated; /* see above */
   size_t large_blocks, large_bytes, large_cached_bytes;
   size_t slabs_in_use, slabs_cached;
-  size_t heaps; /* thread heaps created */
+  size_t starter_slabs; /* of slabs_in_use, 0 or 1: the slab a process's first small blocks of
+                           every class share (no class counts it) */
+  size_t heaps;         /* thread heaps created */
   size_t class_count;
   struct {
     size_t block_size, slabs;

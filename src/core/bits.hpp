@@ -6,6 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 
+// Places a large zero-initialised table in .lbss, which the linker puts after all of .bss (it
+// stays NOBITS: no file size). The small variables then share a few pages instead of lying on
+// both sides of megabytes of tables, where each one cost every process a page fault of its own.
+#define AK_LARGE_ZEROED __attribute__((section(".lbss")))
+
 namespace ak::detail {
 
 constexpr bool is_pow2(std::size_t x) noexcept {

@@ -118,6 +118,7 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
 }
 
 bool large_free(void* p) noexcept {
+  std::size_t cached;
   {
     os::LockGuard guard(g_lock);
     const std::size_t slot = find(addr(p));
@@ -128,9 +129,10 @@ bool large_free(void* p) noexcept {
     g_live_bytes -= h->map_bytes - h->offset;
     h->magic = 0;
     g_mapped -= h->map_bytes;  // the cache's from now on
+    cached = h->map_bytes;
     g_cache.put(static_cast<char*>(p) - h->offset, h->map_bytes, false);
   }
-  start_background_purge();  // the cache now holds memory to return later
+  start_background_purge(cached);  // the cache now holds memory to return later
   return true;
 }
 

@@ -118,7 +118,9 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 std::size_t usable_or_die(const char* call, const void* p) {
   if (in_pool_region(p)) {
     if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
-    return slab_of(p)->block_size;
+    const std::size_t n = pool_block_size(slab_of(p), p);
+    if (n == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    return n;
   }
   if (in_medium_region(p)) {
     const Slab* s = medium_block(p);
@@ -163,9 +165,10 @@ void* memalign_impl(std::size_t align, std::size_t size) {
 }
 
 // At load: options, fork handlers and the purge delay. Nothing a short process would pay for: no
-// thread (the purger starts when memory is first cached), no mapping, no file read.
+// thread (purger.cpp says when it starts), no mapping, no file read.
 __attribute__((constructor)) void init_at_load() {
   load_options();
+  note_load_time();
   install_fork_handlers();
   slab_source_on_cache(start_background_purge);
   const Options& o = options();

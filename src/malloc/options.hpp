@@ -3,6 +3,7 @@
 // stderr and the default kept.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ak::detail {
@@ -19,9 +20,12 @@ const Options& options() noexcept;
 // Effects: parses the ALLOCKIT_* variables. Called once, at load, before any thread exists.
 void load_options() noexcept;
 
-// Starts the background purger (purger.cpp) if the options allow and it is not running yet.
-// Called after memory was cached for purging, never with an allocator lock held (creating a
-// thread allocates). Cost once started: one relaxed load.
-void start_background_purge() noexcept;
+// Called after `bytes` of memory were cached for purging, never with an allocator lock held
+// (creating a thread allocates). Starts the background purger (purger.cpp) once the options allow
+// it and the process is old enough or has cached enough to need it. Cost once started: one
+// relaxed load.
+void start_background_purge(std::size_t bytes) noexcept;
+// Effects: notes the time the library was loaded (the constructor calls it).
+void note_load_time() noexcept;
 
 }  // namespace ak::detail

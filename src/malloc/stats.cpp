@@ -62,6 +62,7 @@ void ak_stats_get(ak_stats* out) noexcept {
   out->large_cached_bytes = large.cached_bytes;
   out->slabs_in_use = pool.slabs_in_use;
   out->slabs_cached = pool.slabs_cached;
+  out->starter_slabs = starter_slab_count();
   out->heaps = heap_count();
   out->class_count = kHeapClasses;
   for (unsigned c = 0; c < kHeapClasses; ++c) {
@@ -79,6 +80,7 @@ size_t ak_stats_json(char* buf, size_t size) noexcept {
   o.str(", \"large\": {\"blocks\": ").num(s.large_blocks).str(", \"bytes\": ").num(s.large_bytes);
   o.str(", \"cached_bytes\": ").num(s.large_cached_bytes).str("}");
   o.str(", \"slabs\": {\"in_use\": ").num(s.slabs_in_use).str(", \"cached\": ").num(s.slabs_cached);
+  o.str(", \"starter\": ").num(s.starter_slabs);
   o.str("}, \"heaps\": ").num(s.heaps).str(", \"classes\": [");
   for (size_t c = 0; c < s.class_count; ++c) {
     o.str(c ? ", " : "").str("{\"block_size\": ").num(s.classes[c].block_size);

@@ -6,13 +6,15 @@
 
 #include "allockit/detail/shared_pool.hpp"
 #include "pool/slab_source.hpp"
+#include "pool/starter_slab.hpp"
 
 namespace ak::detail {
 std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
 std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
-// Settles cross-thread frees before a trim: hands this thread's batches to their owners, then
-// sorts the frees that reached heaps of exited threads back into their slabs, retiring the slabs
-// that empty, so their memory can go back to the OS before a new thread adopts the heap.
+// Settles cross-thread frees before a trim: hands this thread's batches to their owners,
+// retires the empty slabs this thread's heap kept for reuse, then sorts the frees that reached
+// heaps of exited threads back into their slabs, retiring the slabs that empty, so their memory can
+// go back to the OS before a new thread adopts the heap.
 void pool_settle_remote() noexcept;
 void heaps_lock() noexcept;  // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;

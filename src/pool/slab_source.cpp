@@ -11,8 +11,9 @@
 
 namespace ak::detail {
 
-std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];         // BSS: touched pages only
-std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];  // BSS: touched pages only
+// Zero-initialised: only the pages of the slots in use are ever touched.
+AK_LARGE_ZEROED std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];
+AK_LARGE_ZEROED std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];
 
 namespace {
 
@@ -38,10 +39,10 @@ struct Supply {
 };
 
 constinit os::Lock g_lock;
-char* g_regions[kMaxRegions];  // every region of both kinds, for the resident-bytes stat
+AK_LARGE_ZEROED char* g_regions[kMaxRegions];  // every region of both kinds, for the stats
 std::size_t g_region_count = 0;
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
-void (*g_on_cache)() = nullptr;  // set once at load
+void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
 constinit Supply g_small{kSlabSize, g_region_bits};
 constinit Supply g_medium{kMediumSlabSize, g_medium_region_bits};
 
@@ -153,10 +154,10 @@ void slab_release(Slab* header) noexcept {
     s.cache[s.cache_len++] = addr(slab);
     purge_expired();
   }
-  if (g_on_cache) g_on_cache();
+  if (g_on_cache) g_on_cache(s.slab_size);
 }
 
-void slab_source_on_cache(void (*hook)()) noexcept {
+void slab_source_on_cache(void (*hook)(std::size_t bytes)) noexcept {
   g_on_cache = hook;
 }
 

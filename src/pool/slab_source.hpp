@@ -27,9 +27,9 @@ void* slab_acquire(bool medium, bool* zeroed) noexcept;
 // Effects: takes back the empty slab whose header is `header` (anywhere in its first page) for
 // reuse; then, outside the lock, calls the hook set by slab_source_on_cache (if any).
 void slab_release(Slab* header) noexcept;
-// Effects: `hook` runs after every slab cached for reuse (liballockit starts its purger there).
-// Set once, before any thread exists.
-void slab_source_on_cache(void (*hook)()) noexcept;
+// Effects: `hook` runs after every slab cached for reuse, with the slab's size (liballockit
+// starts its purger there). Set once, before any thread exists.
+void slab_source_on_cache(void (*hook)(std::size_t bytes)) noexcept;
 inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
 extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];         // small slabs
 extern std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];  // medium slabs

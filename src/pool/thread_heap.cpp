@@ -7,6 +7,7 @@
 #include "core/core.hpp"
 #include "os/os.hpp"
 #include "pool/slab_source.hpp"
+#include "pool/starter_slab.hpp"
 
 namespace ak::detail {
 
@@ -217,12 +218,31 @@ void unlink_unfull(Heap* h, Slab* s) {
   s->settle_at = 0;
 }
 
-// A non-current slab of `h` whose use count just reached `settle_at`: it is empty (retired), or
-// full with enough free to rejoin the avail list.
+// A non-current slab of `h` whose use count just reached `settle_at`: it is empty, or full with
+// enough free to rejoin the avail list. An empty small slab stays on the avail list when it is its
+// class's only one there and its owner is the running thread: a program whose use of a class
+// swings between one and two slabs (a shell's fork loop, glibc's bench-malloc-simple) would
+// otherwise hand a slab to the slab source and take it back on every swing, each time through its
+// lock and, in a fresh fork, a copied page. At most one such slab per small class per heap
+// (64 KiB); pool_settle_remote and thread exit retire it.
 void settle(Heap* h, Slab* s) {
   unlink_unfull(h, s);
-  if (s->used == 0) return retire_slab(s);
+  if (s->used == 0 &&
+      !(s->size_class < kClassCount && h->avail[s->size_class] == nullptr && h == tl_heap))
+    return retire_slab(s);
   link(h, s);
+}
+
+// Retires the empty slabs settle() kept on h's avail lists.
+void retire_kept_empty(Heap* h) {
+  for (unsigned cls = 0; cls < kClassCount; ++cls)
+    for (Slab *s = h->avail[cls], *next; s; s = next) {
+      next = s->next;
+      if (s->used == 0) {
+        unlink(h, s);
+        retire_slab(s);
+      }
+    }
 }
 
 // `n` blocks of non-current slab `s` came home: settles it if its count crossed `settle_at`.
@@ -351,6 +371,7 @@ Heap* acquire_heap() {
 void abandon_heap(Heap* h) {
   flush_outgoing(h);
   collect_remote(h);
+  retire_kept_empty(h);
   for (Bin& bin : h->bins) {
     Slab* s = bin.current;
     if (s == &g_empty_slab) continue;
@@ -386,6 +407,11 @@ void on_thread_exit(void* heap) {
 
 void* pool_alloc_slow(unsigned cls) noexcept {
   Heap* h = tl_heap;
+  // A class this thread has no slab of yet starts in the starter slab; a thread that stays there
+  // never needs a heap.
+  if (h->bins[cls].current == &g_empty_slab && h->avail[cls] == nullptr &&
+      h->full[cls] == nullptr && !g_checked_slabs)
+    if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
   Bin& bin = h->bins[cls];
   if (bin.current != &g_empty_slab)
@@ -413,6 +439,7 @@ void pool_after_local_free(Slab* slab) noexcept {
 }
 
 void pool_free_other(Slab* s, void* p) noexcept {
+  if (s->starter) return starter_free(s, p);
   if (s->checked) mark_free(s, p);
   Heap* h = tl_heap;
   if (slab_owner(s) != h) {
@@ -442,6 +469,7 @@ void pool_check_pointer(const void* p) noexcept {
 
 void pool_settle_remote() noexcept {
   flush_outgoing(tl_heap);  // the sentinel heap never holds any
+  retire_kept_empty(tl_heap);
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).
   os::LockGuard guard(g_heaps_lock);

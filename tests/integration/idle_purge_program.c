@@ -1,19 +1,24 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
    Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* Reads VmRSS with open/read, never malloc: the watch loop must not be allocator activity (which
+   may purge by itself), or the test without a background purge would prove nothing. */
 static long rss_kib(void) {
   char buf[4096];
-  FILE* f = fopen("/proc/self/status", "r");
-  long kib = -1;
-  while (f && fgets(buf, sizeof buf, f))
-    if (strncmp(buf, "VmRSS:", 6) == 0) kib = atol(buf + 6);
-  if (f) fclose(f);
-  return kib;
+  int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char* line = strstr(buf, "VmRSS:");
+  return line ? atol(line + 6) : -1;
 }
 
 int main(int argc, char** argv) {

@@ -29,32 +29,40 @@ C
 cc -O1 probe.c -o probe -ldl
 [ "$(run ./probe)" = "probe ok" ]
 
-step "the library depends on libc alone and starts no thread at load"
+step "the library depends on libc alone; no thread at load, nor in a young process caching little"
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 [ "$needed" = "libc.so.6 " ] || { echo "NEEDED: $needed (want libc.so.6 only)"; exit 1; }
 cat > threads.c <<'C'
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 static int threads(void) {
   int n = 0; DIR* d = opendir("/proc/self/task"); struct dirent* e;
   while ((e = readdir(d))) n += e->d_name[0] != '.';
   closedir(d); return n;
 }
-int main(void) {
+static void cache_a_block(size_t bytes) {
+  char* volatile big = malloc(bytes);                       /* volatile: the pair is not elided */
+  big[0] = 1; free(big);                                    /* a mapping goes to the cache */
+}
+int main(int argc, char** argv) {
   void* p[64];
   for (int i = 0; i < 64; ++i) p[i] = malloc(100);          /* a short program's allocations */
-  int before = threads();
+  int at_start = threads();
   for (int i = 0; i < 64; ++i) free(p[i]);
-  char* volatile big = malloc(1 << 20);                     /* volatile: the pair is not elided */
-  big[0] = 1; free(big);                                    /* memory cached: the purger starts */
-  printf("%d %d\n", before, threads());
+  cache_a_block(8 << 20);                                   /* young, 8 MiB cached: no purger */
+  int young = threads();
+  if (argc > 1) cache_a_block(16 << 20);                    /* young, 24 MiB cached: purger */
+  else { usleep(100000); cache_a_block(1 << 20); }          /* 100 ms old: purger */
+  printf("%d %d %d\n", at_start, young, threads());
   return 0;
 }
 C
 cc -O1 threads.c -o threads
-[ "$(run ./threads)" = "1 2" ]
-[ "$(ALLOCKIT_BACKGROUND_PURGE=0 run ./threads)" = "1 1" ]
+[ "$(run ./threads)" = "1 1 2" ]
+[ "$(run ./threads volume)" = "1 1 2" ]
+[ "$(ALLOCKIT_BACKGROUND_PURGE=0 run ./threads)" = "1 1 1" ]
 # A C program never loads the C++ runtime because of allockit.
 [ -z "$(run env LD_DEBUG=libs ./threads 2>&1 | grep -E 'libstdc\+\+|libgcc_s|libm\.so')" ]
 

@@ -46,6 +46,7 @@ struct alignas(64) Slab {
   std::atomic<std::uintptr_t> current_key;
   bool counted;  // not the current slab of its bin: `used` is maintained
   bool checked;  // debug slab: state bits kept, every operation takes the slow path
+  bool starter;  // the starter slab: blocks of many classes, never reused (pool/starter_slab.hpp)
   std::uint8_t size_class;
   std::uint32_t block_size;
   std::uint32_t capacity;
@@ -119,6 +120,13 @@ void pool_after_local_free(Slab* slab) noexcept;     // slab emptied, or full sl
 void pool_free_other(Slab* slab, void* p) noexcept;  // remote free, or a checked slab
 void pool_check_pointer(const void* p) noexcept;     // aborts unless p lies in a pool region
 void pool_free_slow(void* p) noexcept;               // pool_free, out of line
+// The size of block `p` of the starter slab `s` (0 if `p` is not one of its blocks).
+std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
+
+// The size of block `p` of slab `s`.
+inline std::size_t pool_block_size(const Slab* s, const void* p) noexcept {
+  return s->starter ? pool_starter_block_size(s, p) : s->block_size;
+}
 
 // A small slab's header sits at one of kSlabColors offsets in its first page, 128 bytes apart,
 // chosen by the slab's address; its blocks start right after it. At one offset, every header was

@@ -1,0 +1,115 @@
+#include "pool/starter_slab.hpp"
+
+#include <atomic>
+#include <cstring>
+
+#include "core/core.hpp"
+#include "os/os.hpp"
+#include "pool/slab_source.hpp"
+
+namespace ak::detail {
+namespace {
+
+constexpr std::size_t kUnit = 16;                     // block map granularity
+constexpr std::size_t kMapBytes = kSlabSize / kUnit;  // one byte per unit of the whole slab
+constexpr std::uint8_t kFreedBit = 0x80;              // map byte: class + 1, | kFreedBit once freed
+
+// The slab, laid out as header (at its colour offset) | block map | blocks.
+struct Starter {
+  std::atomic<int> state{0};  // 0: not yet made, 1: being made, 2: ready, 3: unavailable
+  Slab* slab = nullptr;
+  std::atomic<std::uint8_t>* map = nullptr;  // indexed by (p - slab base) / kUnit
+  std::atomic<char*> next{nullptr};
+  char* end = nullptr;
+  std::atomic<std::uint32_t> class_bytes[kClassCount] = {};
+};
+constinit Starter g_starter;
+
+char* base_of(const void* p) {
+  return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
+}
+
+// Makes the slab; false when no memory (the caller falls back to ordinary slabs for good).
+bool make_starter() {
+  bool zeroed = false;
+  auto* base = static_cast<char*>(slab_acquire(false, &zeroed));
+  if (base == nullptr) return false;
+  auto* s = ::new (base + slab_color_offset(reinterpret_cast<std::uintptr_t>(base))) Slab{};
+  auto* map = reinterpret_cast<char*>(s) + sizeof(Slab);
+  if (!zeroed) std::memset(map, 0, kMapBytes);
+  char* data =
+      reinterpret_cast<char*>(align_up(reinterpret_cast<std::uintptr_t>(map + kMapBytes), 64));
+  s->owner_tag = 1;  // odd: no heap's address, so every free leaves the fast path
+  s->starter = true;
+  s->block_size = kUnit;  // blocks vary; this is their granularity (liballockit's free tag fits)
+  s->data = s->carve = data;
+  s->end = base + kSlabSize;
+  g_starter.slab = s;
+  g_starter.map = reinterpret_cast<std::atomic<std::uint8_t>*>(map);
+  g_starter.end = s->end;
+  g_starter.next.store(data, std::memory_order_relaxed);
+  return true;
+}
+
+bool ready() {
+  int st = g_starter.state.load(std::memory_order_acquire);
+  if (st == 2) return true;
+  if (st != 0) return false;  // being made by another thread (it falls back meanwhile) or gone
+  if (!g_starter.state.compare_exchange_strong(st, 1, std::memory_order_acquire)) return false;
+  const bool ok = make_starter();
+  g_starter.state.store(ok ? 2 : 3, std::memory_order_release);
+  return ok;
+}
+
+std::size_t map_index(const void* p) {
+  return std::size_t(static_cast<const char*>(p) - base_of(p)) / kUnit;
+}
+
+}  // namespace
+
+void* starter_alloc(unsigned cls) noexcept {
+  if (cls >= kClassCount || !ready()) return nullptr;
+  const std::size_t size = class_size(cls);
+  const std::size_t bytes = align_up(size, kUnit);
+  std::atomic<std::uint32_t>& used = g_starter.class_bytes[cls];
+  if (used.load(std::memory_order_relaxed) + bytes > kStarterClassBytes) return nullptr;
+  const std::size_t low = size & (~size + 1);
+  const std::size_t align = low < kUnit ? kUnit : low > 64 ? 64 : low;
+  char* p = g_starter.next.load(std::memory_order_relaxed);
+  char* q;
+  do {
+    q = reinterpret_cast<char*>(align_up(reinterpret_cast<std::uintptr_t>(p), align));
+    if (q + bytes > g_starter.end) return nullptr;
+  } while (!g_starter.next.compare_exchange_weak(p, q + bytes, std::memory_order_relaxed));
+  used.fetch_add(std::uint32_t(bytes), std::memory_order_relaxed);
+  g_starter.map[map_index(q)].store(std::uint8_t(cls + 1), std::memory_order_relaxed);
+  return q;
+}
+
+void starter_free(Slab* s, void* p) noexcept {
+  auto* c = static_cast<char*>(p);
+  const bool inside =
+      c >= s->data && c < s->end && (reinterpret_cast<std::uintptr_t>(c) % kUnit) == 0;
+  const std::uint8_t m = inside ? g_starter.map[map_index(p)].load(std::memory_order_relaxed) : 0;
+  if (m == 0 || (m & kFreedBit) != 0)
+    Message()
+        .str("allockit: ")
+        .str(m ? "double free of " : "free of a pointer that is not a block of ")
+        .ptr(p)
+        .str(" in the starter slab")
+        .fail();
+  g_starter.map[map_index(p)].store(std::uint8_t(m | kFreedBit), std::memory_order_relaxed);
+}
+
+std::size_t starter_slab_count() noexcept {
+  return g_starter.state.load(std::memory_order_acquire) == 2 ? 1 : 0;
+}
+
+std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept {
+  auto* c = static_cast<const char*>(p);
+  if (c < s->data || c >= s->end) return 0;
+  const std::uint8_t m = g_starter.map[map_index(p)].load(std::memory_order_relaxed);
+  return m == 0 ? 0 : class_size(unsigned(m & ~kFreedBit) - 1);
+}
+
+}  // namespace ak::detail

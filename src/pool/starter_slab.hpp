@@ -1,0 +1,37 @@
+// The starter slab: a process's first small blocks of every class, packed into one slab.
+//
+// Each class used gets a 64 KiB slab of its own, whose first page the first block touches: a
+// short process that uses 20 classes took 20 page faults (about 3 us each here) for a few KiB of
+// blocks, most of what it paid for allockit over glibc's compact heap. So the first blocks of each
+// small class, up to kStarterClassBytes of it, are bumped out of one shared slab instead, in
+// class order of first use, touching one page per 4 KiB handed out. A class that needs more gets
+// its own slab, as before; memory is 64 KiB-aligned slabs as everywhere else, so a starter block
+// is found, freed and measured through its slab header like any other.
+//
+// Its blocks are never reused: a free marks the block freed (a second free is reported) and
+// nothing more. The waste is bounded by the slab (64 KiB per process). Lock-free: a bump pointer
+// advanced with a CAS, a per-class byte count, and one byte of block map per 16 bytes of slab.
+// Off in checked (debug) builds, whose slabs keep a state bit per block.
+#pragma once
+
+#include <cstddef>
+
+#include "allockit/detail/shared_pool.hpp"
+
+namespace ak::detail {
+
+inline constexpr std::size_t kStarterClassBytes = 4096;
+
+// Returns: a block of small class `cls` from the starter slab, aligned as its own slab would
+// align it (to min(64, the largest power of two dividing its size), at least 16), or null when
+// the class has had its share, the slab is used up or cannot be had.
+void* starter_alloc(unsigned cls) noexcept;
+
+// Effects: marks block `p` of the starter slab `s` freed. Aborts with a message when `p` is not
+// a block of it or was freed already.
+void starter_free(Slab* s, void* p) noexcept;
+
+// Returns: 1 once the starter slab exists, else 0 (stats).
+std::size_t starter_slab_count() noexcept;
+
+}  // namespace ak::detail

@@ -1,0 +1,144 @@
+// The starter slab (pool/starter_slab.hpp): a process's first small blocks of each class share
+// one slab, are aligned and sized as their classes promise, are never reused, and are freed,
+// measured, reallocated and checked like any other block. Each case runs in a fresh process
+// (threadsafe death tests re-execute the binary), where the starter slab is still unused. Debug
+// builds, whose slabs are checked, have no starter slab.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "allockit/allockit.h"
+#include "pool/pool.hpp"
+
+namespace {
+
+using ak::detail::kStarterClassBytes;
+using ak::detail::slab_of;
+
+std::uintptr_t addr(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+// Runs `body` in a fresh process; it fails the test by exiting non-zero (gtest's own checks do
+// not cross the process boundary), so every check is an explicit exit code.
+template <class F>
+void in_fresh_process(F body) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs: no starter slab";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        body();
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+#define REQUIRE(cond, code) \
+  if (!(cond)) std::exit(code)
+
+}  // namespace
+
+TEST(StarterSlab, FirstBlocksOfManyClassesShareOneSlab) {
+  in_fresh_process([] {
+    ak_stats before;
+    ak_stats_get(&before);
+    REQUIRE(before.starter_slabs == 0, 10);
+    const std::size_t sizes[] = {8, 24, 40, 64, 100, 200, 512, 1000, 3000};
+    std::vector<char*> blocks;
+    for (std::size_t n : sizes) blocks.push_back(static_cast<char*>(ak_malloc(n)));
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      REQUIRE(blocks[i] != nullptr, 11);
+      REQUIRE(slab_of(blocks[i]) == slab_of(blocks[0]), 12);      // one slab for all
+      REQUIRE(addr(blocks[i]) % 16 == 0, 13);                     // malloc's alignment
+      REQUIRE(ak_malloc_usable_size(blocks[i]) >= sizes[i], 14);  // its class's size
+      std::memset(blocks[i], int(i + 1), sizes[i]);
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i)  // no block overlaps another
+      for (std::size_t k = 0; k < sizes[i]; ++k) REQUIRE(blocks[i][k] == char(i + 1), 15);
+    ak_stats during;
+    ak_stats_get(&during);
+    REQUIRE(during.starter_slabs == 1 && during.slabs_in_use >= 1, 16);
+    REQUIRE(during.heaps == 0, 17);  // a thread served by the starter slab needs no heap yet
+    for (char* p : blocks) ak_free(p);
+  });
+}
+
+TEST(StarterSlab, AlignedRequestsKeepTheirAlignment) {
+  in_fresh_process([] {
+    for (std::size_t align : {16, 32, 64}) {
+      void* p = nullptr;
+      REQUIRE(ak_posix_memalign(&p, align, align * 3) == 0, 20);
+      REQUIRE(addr(p) % align == 0, 21);
+      void* q = ak::detail::pool_alloc(ak::detail::class_for(align, align));
+      REQUIRE(q != nullptr && addr(q) % align == 0, 22);
+    }
+  });
+}
+
+TEST(StarterSlab, BlocksAreNotReusedAndAClassMovesOnAfterItsShare) {
+  in_fresh_process([] {
+    void* a = ak_malloc(48);
+    ak_free(a);
+    void* b = ak_malloc(48);
+    REQUIRE(b != a, 30);  // the starter slab never hands a block out twice
+    const std::size_t share = kStarterClassBytes / ak_malloc_usable_size(b);
+    std::vector<void*> v;
+    for (std::size_t i = 0; i < share + 2; ++i) v.push_back(ak_malloc(48));
+    REQUIRE(slab_of(v.back()) != slab_of(b), 31);  // past its share: a slab of its own
+    ak_free(v.back());
+    void* c = ak_malloc(48);
+    REQUIRE(c == v.back(), 32);  // and there blocks are reused
+    for (void* p : v) ak_free(p);
+    ak_free(b);
+  });
+}
+
+TEST(StarterSlab, ReallocFreeFromOtherThreadsAndStats) {
+  in_fresh_process([] {
+    auto* p = static_cast<char*>(ak_malloc(100));
+    for (int i = 0; i < 100; ++i) p[i] = char(i);
+    p = static_cast<char*>(ak_realloc(p, 5000));
+    REQUIRE(p != nullptr, 40);
+    for (int i = 0; i < 100; ++i) REQUIRE(p[i] == char(i), 41);
+    ak_free(p);
+    std::vector<void*> mine;
+    for (int i = 0; i < 20; ++i) mine.push_back(ak_malloc(16 + 16 * i));
+    std::thread([&] {
+      for (void* q : mine) ak_free(q);  // remote frees of starter blocks
+    }).join();
+    ak_stats s;
+    ak_stats_get(&s);
+    std::size_t classes = 0;
+    for (std::size_t c = 0; c < s.class_count; ++c) classes += s.classes[c].slabs;
+    REQUIRE(classes + s.starter_slabs == s.slabs_in_use, 42);
+  });
+}
+
+TEST(StarterSlabDeathTest, DoubleAndInteriorFreesAreReported) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs: no starter slab";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = ak_malloc(64);
+        ak_free(p);
+        ak_free(p);
+      },
+      "free\\(\\): double free detected");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(ak_malloc(64));
+        ak_free(p + 16);
+      },
+      "free of a pointer that is not a block of 0x[0-9a-f]+ in the starter slab");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(ak_malloc(64));
+        ak::detail::pool_free(p);  // the pools' own free: the block map catches it
+        ak::detail::pool_free(p);
+      },
+      "double free of 0x[0-9a-f]+ in the starter slab");
+}
