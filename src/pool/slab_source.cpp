@@ -107,7 +107,10 @@ std::size_t purge_all_older_than(std::uint64_t cutoff) {
   return g_small.purge_older_than(cutoff) + g_medium.purge_older_than(cutoff);
 }
 
+// Reads the clock only when some cached slab is still resident: in a forked child the clock's
+// pages fault in on first use, two faults for nothing when there is nothing to purge.
 std::size_t purge_expired() {
+  if (g_small.purged == g_small.cache_len && g_medium.purged == g_medium.cache_len) return 0;
   const std::uint64_t now = os::coarse_now_ns();
   return now > g_purge_delay ? purge_all_older_than(now - g_purge_delay) : 0;
 }

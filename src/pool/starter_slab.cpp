@@ -22,6 +22,7 @@ struct Starter {
   std::atomic<char*> next{nullptr};
   char* end = nullptr;
   std::atomic<std::uint32_t> class_bytes[kClassCount] = {};
+  std::atomic<std::uint32_t> class_frees[kClassCount] = {};
 };
 constinit Starter g_starter;
 
@@ -99,6 +100,9 @@ void starter_free(Slab* s, void* p) noexcept {
         .str(" in the starter slab")
         .fail();
   g_starter.map[map_index(p)].store(std::uint8_t(m | kFreedBit), std::memory_order_relaxed);
+  const unsigned cls = unsigned(m) - 1;
+  if (g_starter.class_frees[cls].fetch_add(1, std::memory_order_relaxed) + 1 == kStarterClassFrees)
+    g_starter.class_bytes[cls].store(kStarterClassBytes, std::memory_order_relaxed);  // closed
 }
 
 std::size_t starter_slab_count() noexcept {

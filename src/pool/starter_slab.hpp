@@ -9,18 +9,23 @@
 // is found, freed and measured through its slab header like any other.
 //
 // Its blocks are never reused: a free marks the block freed (a second free is reported) and
-// nothing more. The waste is bounded by the slab (64 KiB per process). Lock-free: a bump pointer
+// nothing more. The waste is bounded by the slab (64 KiB per process). A class whose blocks are
+// freed kStarterClassFrees times is churning: it moves to a slab of its own at once, where blocks
+// are reused. (A shell allocating and freeing one block per fork otherwise wrote a new starter
+// block, and a copy-on-write page, on every fork.) Lock-free: a bump pointer
 // advanced with a CAS, a per-class byte count, and one byte of block map per 16 bytes of slab.
 // Off in checked (debug) builds, whose slabs keep a state bit per block.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "allockit/detail/shared_pool.hpp"
 
 namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 4096;
+inline constexpr std::uint32_t kStarterClassFrees = 8;
 
 // Returns: a block of small class `cls` from the starter slab, aligned as its own slab would
 // align it (to min(64, the largest power of two dividing its size), at least 16), or null when

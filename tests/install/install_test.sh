@@ -3,7 +3,8 @@
 # as a user would: find_package, pkg-config, add_subdirectory/FetchContent, and a C program
 # linked against the overriding library. Then the Debian package, unpacked with dpkg -x, and
 # the trace lab run from the installed prefix. Usage: install_test.sh BUILD_DIR SOURCE_DIR
-set -euo pipefail
+# No pipefail: `cmd | grep -q` checks what cmd printed; grep stopping early must not fail it.
+set -eu
 BUILD=$(realpath "$1")
 SRC=$(realpath "$2")
 T=$(mktemp -d /tmp/allockit-install.XXXXXX)
@@ -30,11 +31,17 @@ done
 [ "$(readelf -d "$P/lib/liballockit.so" | grep -c NEEDED)" = 1 ] || fail "liballockit.so needs more than libc"
 readelf -d "$P/lib/liballockit-prefixed.so" | grep -q 'SONAME.*liballockit-prefixed.so.0.2' || fail "prefixed soname"
 
-step "the prefixed library exports ak_ and ak:: names only"
+step "exports: ak_ and ak:: names only (prefixed); libc names, operators and ak_ only (override)"
 others=$(nm -D --defined-only -C "$P/lib/liballockit-prefixed.so" | cut -d' ' -f3- |
          grep -Ev '^(ak_|ak::|(vtable|typeinfo|typeinfo name|VTT) for ak::)' || true)
 [ -z "$others" ] || fail "liballockit-prefixed.so exports: $others"
 nm -D --defined-only "$P/lib/liballockit-prefixed.so" | grep -qw ak_malloc || fail "no ak_malloc"
+
+internals=$(nm -D --defined-only -C "$P/lib/liballockit.so" | cut -d' ' -f3- | grep -E '^ak::' || true)
+[ -z "$internals" ] || fail "liballockit.so exports its internals: $internals"
+nm -D --defined-only "$P/lib/liballockit.so" | grep -qw malloc || fail "liballockit.so does not export malloc"
+[ "$(nm -D --defined-only -C "$P/lib/liballockit.so" | grep -c 'operator \(new\|delete\)')" = 20 ] ||
+  fail "liballockit.so does not export the 20 operators new and delete"
 
 step "find_package (shared and static)"
 cfg -S "$T/examples/find-package" -B "$T/fp" -DCMAKE_PREFIX_PATH="$P"

@@ -97,6 +97,21 @@ TEST(StarterSlab, BlocksAreNotReusedAndAClassMovesOnAfterItsShare) {
   });
 }
 
+TEST(StarterSlab, AChurningClassMovesOnAfterAFewFrees) {
+  in_fresh_process([] {
+    void* first = ak_malloc(200);
+    void* p = first;
+    for (std::uint32_t i = 0; i < ak::detail::kStarterClassFrees; ++i) {
+      REQUIRE(slab_of(p) == slab_of(first), 50);  // still the starter slab
+      ak_free(p);
+      p = ak_malloc(200);
+    }
+    REQUIRE(slab_of(p) != slab_of(first), 51);  // churn: a slab of its own
+    ak_free(p);
+    REQUIRE(ak_malloc(200) == p, 52);  // which reuses blocks
+  });
+}
+
 TEST(StarterSlab, ReallocFreeFromOtherThreadsAndStats) {
   in_fresh_process([] {
     auto* p = static_cast<char*>(ak_malloc(100));

@@ -84,7 +84,12 @@ TEST(SharedPool, EmptySlabsAreRetiredAndTrimmed) {
 }
 
 TEST(SharedPool, ExitedThreadsHandBackTheirHeaps) {
-  std::thread([] { ak::pool_deallocate(ak::pool_allocate(8, 8), 8, 8); }).join();
+  std::thread([] {  // enough blocks to need a heap (not just the starter slab)
+    std::vector<void*> v;
+    for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(8, 8));
+    for (void* p : v) ak::pool_deallocate(p, 8, 8);
+  })
+      .join();
   const std::size_t heaps = ak::pool_stats().heaps;
   for (int i = 0; i < 50; ++i)
     std::thread([] { ak::pool_deallocate(ak::pool_allocate(8, 8), 8, 8); }).join();
