@@ -4,7 +4,8 @@
 // short process that uses 20 classes took 20 page faults (about 3 us each here) for a few KiB of
 // blocks, most of what it paid for allockit over glibc's compact heap. So the first blocks of each
 // small class, up to kStarterClassBytes of it, are bumped out of one shared slab instead, in
-// class order of first use, touching one page per 4 KiB handed out. A class that needs more gets
+// class order of first use, each block on cache lines of its own, touching one page per 4 KiB
+// handed out. A class that needs more gets
 // its own slab, as before; memory is 64 KiB-aligned slabs as everywhere else, so a starter block
 // is found, freed and measured through its slab header like any other.
 //
@@ -27,8 +28,8 @@ namespace ak::detail {
 inline constexpr std::size_t kStarterClassBytes = 4096;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
 
-// Returns: a block of small class `cls` from the starter slab, aligned as its own slab would
-// align it (to min(64, the largest power of two dividing its size), at least 16), or null when
+// Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its
+// own slab would give), or null when
 // the class has had its share, the slab is used up or cannot be had.
 void* starter_alloc(unsigned cls) noexcept;
 
