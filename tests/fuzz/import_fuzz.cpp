@@ -1,5 +1,5 @@
-// Fuzz target: any text given to the valgrind and text importers ends in a journal or a
-// std::runtime_error naming the line, never a crash.
+// Fuzz target: any text given to the valgrind, text and heaptrack importers ends in a journal
+// or a std::runtime_error naming the line, never a crash.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,12 +17,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ftruncate(in, 0) != 0 || pwrite(in, data, size, 0) != static_cast<ssize_t>(size)) return 0;
   std::string in_path = "/proc/self/fd/" + std::to_string(in);
   std::string out_path = "/proc/self/fd/" + std::to_string(out);
-  for (int format = 0; format < 2; ++format) {
+  for (int format = 0; format < 3; ++format) {
     try {
       if (format == 0)
         ak::trace::import_valgrind(in_path, out_path);
-      else
+      else if (format == 1)
         ak::trace::import_text(in_path, out_path);
+      else
+        ak::trace::import_heaptrack(in_path, out_path);
       ak::trace::load_trace(out_path);
     } catch (const std::runtime_error&) {
     }

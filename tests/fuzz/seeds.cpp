@@ -1,5 +1,5 @@
 // Built-in seeds for the fuzz targets: a small valid journal (raw and zstd blocks, two threads,
-// every op) and small valid text traces.
+// every op) and small valid text traces (valgrind, text, heaptrack).
 #include <unistd.h>
 
 #include <fstream>
@@ -40,6 +40,9 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
       "0x100000C0\n--1-- free(0x10000000)\n";
   std::string text = "a 64 0x1000 1 100\na 32 0x2000 2 150\nf 0x1000 2 200\n";
   seeds.emplace_back(vg.begin(), vg.end());
+  std::string heaptrack =
+      "v 10400 3\nX prog\ns 4 main\nt 1 0\na 40 1\na 8 1\n+ 0\nc a\n+ 1\n- 0\nR 1000\n";
   seeds.emplace_back(text.begin(), text.end());
+  seeds.emplace_back(heaptrack.begin(), heaptrack.end());
   return seeds;
 }

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "trace/convert.hpp"
@@ -62,6 +65,75 @@ TEST(Import, TextFixtureRoundTripsThroughExport) {
       "f 0x3000 2 500\n");
   std::remove(out.c_str());
   std::remove(back.c_str());
+}
+
+// A heaptrack 1.4 recording of `ls /` (zstd, file format 3). heaptrack_print on the same file
+// reads: 241 calls to allocation functions, peak heap memory consumption 138.77K, total memory
+// leaked 33.82K.
+TEST(Import, HeaptrackFileMatchesHeaptracksOwnSummary) {
+  std::string out = tmp("ht.akj");
+  ImportResult r = import_heaptrack(AK_FIXTURES "/ls.heaptrack.zst", out);
+  EXPECT_EQ(r.events, 314u);
+  Trace t = load_trace(out);
+  ASSERT_EQ(t.threads.size(), 1u);
+  TraceStats s = compute_stats(t, resolve(t));
+  EXPECT_EQ(s.allocations, 241u);
+  EXPECT_EQ(s.peak_live_bytes, 138771u);
+  EXPECT_EQ(s.leaked_bytes, 33817u);
+  EXPECT_EQ(s.problems.unknown_frees, 0u);
+  EXPECT_EQ(s.problems.reused_live, 0u);
+  const auto& e = t.threads[0].events;
+  for (size_t i = 1; i < e.size(); ++i) EXPECT_LE(e[i - 1].time_ns, e[i].time_ns);
+  std::remove(out.c_str());
+}
+
+// The same data uncompressed and gzip-compressed (older heaptrack), and the ways it can be bad.
+TEST(Import, HeaptrackPlainGzipAndBadInput) {
+  std::string in = tmp("ht.txt"), gz = tmp("ht.gz"), out = tmp("ht2.akj");
+  const std::string good = "v 10400 3\nX prog\na 40 1\na 8 2\n+ 0\nc a\n+ 1\n+ 0\n- 0\n- 1\n";
+  std::ofstream(in) << good;
+  ImportResult r = import_heaptrack(in, out);
+  EXPECT_EQ(r.events, 5u);  // three allocations, two frees
+  Trace t = load_trace(out);
+  TraceStats s = compute_stats(t, resolve(t));
+  EXPECT_EQ(s.peak_live_bytes, 0x40u * 2 + 8);
+  EXPECT_EQ(s.leaked_bytes, 0x40u);
+  EXPECT_EQ(t.threads[0].events[1].time_ns, 10'000'000u);  // `c a`: 10 ms
+  gzFile g = gzopen(gz.c_str(), "wb");
+  gzwrite(g, good.data(), unsigned(good.size()));
+  gzclose(g);
+  EXPECT_EQ(import_heaptrack(gz, out).events, 5u);
+  auto error_of = [&](const std::string& text) {
+    std::ofstream(in) << text;
+    try {
+      import_heaptrack(in, out);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("v 10400 1\n").find("line 1: heaptrack file format 1 is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of("v 10400 3\na 8 1\n+ 1\n").find("line 3: allocation info 1 was never defined"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("v 10400 3\na 8 1\n- 0\n").find("line 3: free of allocation info 0 with none live"),
+      std::string::npos);
+  EXPECT_NE(error_of("v 10400 3\n+ zz\n").find("line 2: malformed allocation"), std::string::npos);
+  EXPECT_NE(error_of("a 8 1\n+ 0\n").find("not heaptrack data"), std::string::npos);
+  // A zstd file cut short.
+  std::ifstream f(AK_FIXTURES "/ls.heaptrack.zst", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::ofstream(in, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  try {
+    import_heaptrack(in, out);
+    FAIL() << "a truncated file was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("zstd stream truncated"), std::string::npos) << e.what();
+  }
+  std::remove(in.c_str());
+  std::remove(gz.c_str());
+  std::remove(out.c_str());
 }
 
 TEST(Import, GarbageGetsAnErrorNamingTheLine) {

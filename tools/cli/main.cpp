@@ -28,7 +28,7 @@ using namespace ak;
 const char* kUsage =
     "usage: allockit COMMAND [ARGS]   (allockit --version: the version)\n"
     "  record [-o FILE] [--follow-forks] -- CMD [ARGS...]   journal every allocation of CMD\n"
-    "  import --format text|valgrind IN -o OUT              convert a text trace to a journal\n"
+    "  import --format text|valgrind|heaptrack IN -o OUT    convert a trace to a journal\n"
     "  export --format text IN -o OUT                        write a journal as text\n"
     "  stats FILE [--json]                                   counts, sizes, lifetimes, leaks\n"
     "  replay FILE --allocator NAME|PATH.so [--speed 1|10|max] [--touch none|page|full]\n"
@@ -104,8 +104,10 @@ int cmd_import(const Args& a) {
     r = trace::import_valgrind(a.pos[0], out);
   else if (fmt == "text")
     r = trace::import_text(a.pos[0], out);
+  else if (fmt == "heaptrack")
+    r = trace::import_heaptrack(a.pos[0], out);
   else
-    throw UsageError("import --format must be text or valgrind");
+    throw UsageError("import --format must be text, valgrind or heaptrack");
   std::fprintf(stderr, "allockit import: %llu events from %llu lines", (unsigned long long)r.events,
                (unsigned long long)r.lines);
   if (r.skipped)

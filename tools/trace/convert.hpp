@@ -1,8 +1,10 @@
 // Importers and exporters between journals and text trace formats:
 //  - valgrind: the output of `valgrind --trace-malloc=yes` (one thread, no times; calls are
 //    given synthetic times 1 us apart);
-//  - text: one call per line, `a SIZE PTR TID TIME_NS` or `f PTR TID TIME_NS`, PTR in hex.
-// Inputs may be gzip-compressed. Lines that are not calls are skipped and counted.
+//  - text: one call per line, `a SIZE PTR TID TIME_NS` or `f PTR TID TIME_NS`, PTR in hex;
+//  - heaptrack: heaptrack's own files (heaptrack.PROGRAM.PID.zst or .gz, file format 2 and 3):
+//    sizes and times exact to the millisecond, synthetic addresses, one thread (see the .cpp).
+// Inputs may be gzip- or zstd-compressed. Lines that are not calls are skipped and counted.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +24,7 @@ struct ImportResult {
 // unreadable input, or when nothing in it parses as a call.
 ImportResult import_valgrind(const std::string& in, const std::string& out);
 ImportResult import_text(const std::string& in, const std::string& out);
+ImportResult import_heaptrack(const std::string& in, const std::string& out);
 
 // Writes `trace` in the text format. realloc becomes `f` then `a`; calloc and reallocarray
 // write their product; alignments are lost. Returns the lines written.
