@@ -18,7 +18,6 @@ constexpr std::uint8_t kFreedBit = 0x80;              // map byte: class + 1, | 
 // The slab, laid out as header (at its colour offset) | block map | blocks.
 struct Starter {
   std::atomic<int> state{0};  // 0: not yet made, 1: being made, 2: ready, 3: unavailable
-  Slab* slab = nullptr;
   std::atomic<std::uint8_t>* map = nullptr;  // indexed by (p - slab base) / kUnit
   std::atomic<char*> next{nullptr};
   char* end = nullptr;
@@ -26,10 +25,6 @@ struct Starter {
   std::atomic<std::uint32_t> class_frees[kClassCount] = {};
 };
 constinit Starter g_starter;
-
-char* base_of(const void* p) {
-  return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1));
-}
 
 // Makes the slab; false when no memory (the caller falls back to ordinary slabs for good).
 bool make_starter() {
@@ -46,7 +41,6 @@ bool make_starter() {
   s->block_size = kUnit;  // blocks vary; this is their granularity (liballockit's free tag fits)
   s->data = s->carve = data;
   s->end = base + kSlabSize;
-  g_starter.slab = s;
   g_starter.map = reinterpret_cast<std::atomic<std::uint8_t>*>(map);
   g_starter.end = s->end;
   g_starter.next.store(data, std::memory_order_relaxed);
@@ -64,7 +58,15 @@ bool ready() {
 }
 
 std::size_t map_index(const void* p) {
-  return std::size_t(static_cast<const char*>(p) - base_of(p)) / kUnit;
+  return (reinterpret_cast<std::uintptr_t>(p) - slab_base(p)) / kUnit;
+}
+
+// The map byte of `p` if it can be a block of starter slab `s` (inside its blocks, on a unit),
+// else 0, as for an address no block starts at.
+std::uint8_t entry_of(const Slab* s, const void* p) {
+  auto* c = static_cast<const char*>(p);
+  if (c < s->data || c >= s->end || reinterpret_cast<std::uintptr_t>(c) % kUnit != 0) return 0;
+  return g_starter.map[map_index(p)].load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -90,10 +92,7 @@ void* starter_alloc(unsigned cls) noexcept {
 }
 
 void starter_free(Slab* s, void* p) noexcept {
-  auto* c = static_cast<char*>(p);
-  const bool inside =
-      c >= s->data && c < s->end && (reinterpret_cast<std::uintptr_t>(c) % kUnit) == 0;
-  const std::uint8_t m = inside ? g_starter.map[map_index(p)].load(std::memory_order_relaxed) : 0;
+  const std::uint8_t m = entry_of(s, p);
   if (m == 0 || (m & kFreedBit) != 0)
     Message()
         .str("allockit: ")
@@ -112,9 +111,7 @@ std::size_t starter_slab_count() noexcept {
 }
 
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept {
-  auto* c = static_cast<const char*>(p);
-  if (c < s->data || c >= s->end) return 0;
-  const std::uint8_t m = g_starter.map[map_index(p)].load(std::memory_order_relaxed);
+  const std::uint8_t m = entry_of(s, p);
   return m == 0 ? 0 : class_size(unsigned(m & ~kFreedBit) - 1);
 }
 

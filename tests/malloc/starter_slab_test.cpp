@@ -152,6 +152,12 @@ TEST(StarterSlabDeathTest, DoubleAndInteriorFreesAreReported) {
   EXPECT_DEATH(
       {
         auto* p = static_cast<char*>(ak_malloc(64));
+        (void)ak_malloc_usable_size(p + 8);  // inside a block, not at its start
+      },
+      "malloc_usable_size\\(\\): invalid pointer \\(not the start of a block\\)");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(ak_malloc(64));
         ak::detail::pool_free(p);  // the pools' own free: the block map catches it
         ak::detail::pool_free(p);
       },

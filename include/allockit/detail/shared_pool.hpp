@@ -141,9 +141,14 @@ constexpr std::uintptr_t slab_color_offset(std::uintptr_t base) noexcept {
   return ((base >> kSlabShift) & (kSlabColors - 1)) * kSlabHeaderBytes;
 }
 
+// The 64 KiB-aligned base of the small slab holding `p`.
+inline std::uintptr_t slab_base(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1);
+}
+
 // The header of the small slab holding `p`. Four ALU operations, no load.
 inline Slab* slab_of(const void* p) noexcept {
-  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1);
+  const std::uintptr_t base = slab_base(p);
   return reinterpret_cast<Slab*>(base + slab_color_offset(base));
 }
 
