@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/core.hpp"
+#include "malloc/freed_guard.hpp"
 #include "malloc/large_cache.hpp"
 #include "malloc/options.hpp"
 #include "os/os.hpp"
@@ -94,7 +95,9 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   os::LockGuard guard(g_lock);
   if (align <= page) {
     const LargeCache::Taken t = g_cache.take(bytes, want_zero);
-    if (t.base) {
+    if (t.sealed && !os::set_accessible(t.base, t.bytes, true)) {
+      g_cache.put(t.base, t.bytes, t.zeroed, true);  // no mapping left to split: take fresh pages
+    } else if (t.base) {
       base = t.base;
       bytes = t.bytes;
       *zeroed = t.zeroed;
@@ -130,7 +133,9 @@ bool large_free(void* p) noexcept {
     h->magic = 0;
     g_mapped -= h->map_bytes;  // the cache's from now on
     cached = h->map_bytes;
-    g_cache.put(static_cast<char*>(p) - h->offset, h->map_bytes, false);
+    char* base = static_cast<char*>(p) - h->offset;
+    const bool seal = should_seal(cached) && os::set_accessible(base, cached, false);
+    g_cache.put(base, cached, false, seal);
   }
   start_background_purge(cached);  // the cache now holds memory to return later
   return true;

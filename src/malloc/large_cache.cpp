@@ -32,7 +32,7 @@ void LargeCache::release_oldest(Kind kind) noexcept {
 // Hands out the first `need` bytes of range i; a rest of kMinSplit or more stays cached.
 LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_zero) noexcept {
   Range& r = ranges_[i];
-  Taken t{r.base, r.bytes, r.zero};
+  Taken t{r.base, r.bytes, r.zero, r.sealed};
   if (r.bytes - need >= kMinSplit) {
     t.bytes = need;
     r.base += need;
@@ -54,13 +54,15 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_z
 LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i)
-    if (!ranges_[i].zero && (best == len_ || ranges_[i].bytes > ranges_[best].bytes)) best = i;
+    if (!ranges_[i].zero && ranges_[i].base != last_sealed_ &&
+        (best == len_ || ranges_[i].bytes > ranges_[best].bytes))
+      best = i;
   if (best == len_) return {};
   const Range r = ranges_[best];
   auto* moved = static_cast<char*>(os::remap(r.base, r.bytes, need));
   if (moved == nullptr) return {};
   remove(best);
-  return Taken{moved, need, false};
+  return Taken{moved, need, false, r.sealed};
 }
 
 LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
@@ -68,7 +70,7 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i) {
     const Range& r = ranges_[i];
-    if (r.bytes < need) continue;
+    if (r.bytes < need || r.base == last_sealed_) continue;
     if (best == len_) {
       best = i;
       continue;
@@ -77,16 +79,23 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
     const bool pref_r = r.zero == want_zero, pref_b = b.zero == want_zero;
     if (pref_r != pref_b ? pref_r : r.bytes < b.bytes) best = i;
   }
-  if (best < len_) return carve(best, need, want_zero);
-  return want_zero ? Taken{} : grow(need);  // calloc: fresh pages beat a memset of grown ones
+  if (best < len_) {
+    last_sealed_ = nullptr;
+    return carve(best, need, want_zero);
+  }
+  const Taken t =
+      want_zero ? Taken{} : grow(need);  // calloc: fresh pages beat a memset of grown ones
+  last_sealed_ = nullptr;
+  return t;
 }
 
-void LargeCache::put(char* base, std::size_t bytes, bool zero) noexcept {
+void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed) noexcept {
   const std::uint64_t now = os::coarse_now_ns();
+  if (sealed) last_sealed_ = base;
   // Merge with a neighbour of the same kind: the range before it and the one after it.
   for (std::size_t i = 0; i < len_; ++i) {
     Range& r = ranges_[i];
-    if (r.zero != zero) continue;
+    if (r.zero != zero || r.sealed != sealed) continue;
     if (r.base + r.bytes == base) {
       base = r.base;
       bytes += r.bytes;
@@ -97,7 +106,7 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero) noexcept {
     }
   }
   if (len_ == kSlots) release_oldest(Kind::kAny);
-  ranges_[len_++] = Range{base, bytes, now, zero};
+  ranges_[len_++] = Range{base, bytes, now, zero, sealed};
   (zero ? zero_ : resident_) += bytes;
   while (resident_ > budget()) release_oldest(Kind::kResident);
   while (zero_ > kZeroMax) release_oldest(Kind::kZero);

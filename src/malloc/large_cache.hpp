@@ -6,7 +6,9 @@
 // live large bytes since the last purge, so a program that frees and reallocates its large
 // blocks never faults them back, and one that shrinks returns the memory within two purge delays
 // (the purger releases ranges idle longer than the delay). Ranges emptied for calloc are kept as
-// known-zero address space. Not thread-safe: the caller (large.cpp) holds its lock.
+// known-zero address space. Ranges freed sealed (freed_guard.hpp) stay sealed until handed out and
+// merge only with sealed neighbours; the range sealed last is not handed to the next request when
+// another will do. Not thread-safe: the caller (large.cpp) holds its lock.
 #pragma once
 
 #include <cstddef>
@@ -31,15 +33,16 @@ class LargeCache {
     char* base = nullptr;
     std::size_t bytes = 0;
     bool zeroed = false;  // every byte reads zero
+    bool sealed = false;  // inaccessible: the caller unseals it
   };
 
   // A range of at least `need` bytes (page multiple) from the cache, or {} when none fits and
   // none can be grown. `want_zero`: the caller needs zeroed memory (calloc): known-zero ranges
   // are preferred and a big resident one is emptied rather than cleared by hand.
   Taken take(std::size_t need, bool want_zero) noexcept;
-  // Keeps a freed range (resident, or known zero), merging it with a cached neighbour; releases
-  // the oldest ranges beyond the budget or the slot count.
-  void put(char* base, std::size_t bytes, bool zero) noexcept;
+  // Keeps a freed range (resident, or known zero; sealed or not), merging it with a cached
+  // neighbour of the same kind; releases the oldest ranges beyond the budget or the slot count.
+  void put(char* base, std::size_t bytes, bool zero, bool sealed = false) noexcept;
   // Releases ranges freed at least `age_ns` ago, and restarts the budget's peak from `live`
   // (the live large bytes now). Returns bytes released.
   std::size_t purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept;
@@ -57,6 +60,7 @@ class LargeCache {
     std::size_t bytes;
     std::uint64_t since;  // coarse time it was freed
     bool zero;
+    bool sealed;
   };
   std::size_t budget() const noexcept {
     return kPeakFactor * peak_live_ > kMinBudget ? kPeakFactor * peak_live_ : kMinBudget;
@@ -72,6 +76,7 @@ class LargeCache {
   std::size_t len_ = 0;
   std::size_t resident_ = 0, zero_ = 0;
   std::size_t peak_live_ = 0;
+  const char* last_sealed_ = nullptr;  // the next take() passes over a range starting here
 };
 
 }  // namespace ak::detail

@@ -9,6 +9,7 @@
 
 #include "allockit/allockit.h"
 #include "core/core.hpp"
+#include "malloc/freed_guard.hpp"
 #include "malloc/large.hpp"
 #include "malloc/options.hpp"
 #include "os/os.hpp"
@@ -52,10 +53,10 @@ inline void* clear_tag(void* p, unsigned cls) {
   return p;
 }
 
-// A pointer into a pool region where a block can start: 8-aligned and past its slab's header
-// (and the unused colour gap before it).
-inline bool well_formed_pooled(const void* p) {
-  return (addr(p) & 7) == 0 && addr(p) >= addr(slab_of(p)) + sizeof(Slab);
+// A pointer into a pool region that is a block its slab ever handed out: at a block boundary,
+// before the carve point (pool_is_carved_block). Anything else there is a bad pointer.
+inline bool carved_pooled(const void* p) {
+  return pool_is_carved_block(slab_of(p), p);
 }
 
 // Tags well-formed pooled block `p` of slab `s` as freed. Returns false, changing nothing, when it
@@ -77,17 +78,58 @@ inline void* alloc_small(unsigned cls) {
 // Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
 constexpr std::size_t kMaxMediumAlign = 4096;
 
-// The medium slab holding block `p`, or null when `p` is not the start of one of its blocks.
-// (Whether the block was ever handed out is not checked here: its carve point is the owner's.)
+// The medium slab holding block `p`, or null when `p` is not the start of one of its blocks that
+// was ever handed out.
 inline Slab* medium_block(const void* p) {
   Slab* s = medium_slab_of(p);
-  auto* c = static_cast<const char*>(p);
-  if (c < s->data || c >= s->end || std::size_t(c - s->data) % s->block_size != 0) return nullptr;
-  return s;
+  return pool_is_carved_block(s, p) ? s : nullptr;
 }
 
 inline bool is_large(const void* p) {
   return !in_pool_region(p) && !in_medium_region(p);
+}
+
+// A medium block freed sealed (freed_guard.hpp) carries this tag instead of free_tag.
+inline std::uintptr_t sealed_tag(const void* p) {
+  return free_tag(p) ^ 1;
+}
+
+// The block this thread sealed last: its next request of the class gets another one.
+thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nullptr;
+
+// A medium block of a class that may be sealed: unsealed if it was, and never the one this thread
+// sealed last while another can be had.
+void* alloc_sealable(unsigned cls) {
+  void* p = pool_alloc(cls);
+  if (p != nullptr && p == tl_last_sealed) {
+    if (void* q = pool_alloc(cls)) {
+      pool_free_in(medium_slab_of(p), p);  // still tagged: the next request unseals it
+      p = q;
+    }
+  }
+  tl_last_sealed = nullptr;
+  if (p == nullptr) return nullptr;
+  auto* w = static_cast<std::uintptr_t*>(p);
+  if (w[1] == sealed_tag(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
+                                                   class_size(cls) - kMediumDataOffset, true)) {
+    pool_free_in(medium_slab_of(p), p);  // stays sealed; no mapping left to split (ENOMEM)
+    return nullptr;
+  }
+  w[1] = 0;
+  return p;
+}
+
+// Tags medium block `p` of slab `s` as freed, sealing it past its first page when the guard says
+// so; the seal comes first, so no other thread can take the block before it is sealed.
+void free_medium(const char* call, Slab* s, void* p) {
+  auto* w = static_cast<std::uintptr_t*>(p);
+  if (w[1] == free_tag(p) || w[1] == sealed_tag(p)) bad_pointer(call, "double free detected", p);
+  const bool seal = s->block_size >= kSealableMediumBytes && should_seal(s->block_size) &&
+                    os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
+                                       s->block_size - kMediumDataOffset, false);
+  w[1] = seal ? sealed_tag(p) : free_tag(p);
+  if (seal) tl_last_sealed = p;
+  pool_free_in(s, p);
 }
 
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
@@ -105,7 +147,8 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
     }
   }
   if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign) {
-    void* p = alloc_small(class_of(size));
+    const unsigned cls = class_of(size);
+    void* p = class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
     if (p == nullptr) errno = ENOMEM;
     return p;
   }
@@ -117,14 +160,20 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 // The usable size of a block, aborting on a pointer allockit did not hand out.
 std::size_t usable_or_die(const char* call, const void* p) {
   if (in_pool_region(p)) {
-    if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
-    const std::size_t n = pool_block_size(slab_of(p), p);
+    if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    const Slab* s = slab_of(p);
+    const std::size_t n = pool_block_size(s, p);
     if (n == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    if (n >= 16 && static_cast<const std::uintptr_t*>(p)[1] == free_tag(p))
+      bad_pointer(call, "invalid pointer (a freed block)", p);
     return n;
   }
   if (in_medium_region(p)) {
     const Slab* s = medium_block(p);
     if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+    const std::uintptr_t tag = static_cast<const std::uintptr_t*>(p)[1];
+    if (tag == free_tag(p) || tag == sealed_tag(p))
+      bad_pointer(call, "invalid pointer (a freed block)", p);
     return s->block_size;
   }
   const std::size_t n = large_usable_size(p);
@@ -135,15 +184,14 @@ std::size_t usable_or_die(const char* call, const void* p) {
 void free_any(const char* call, void* p) {
   if (in_pool_region(p)) [[likely]] {
     // Cheap checks only: alignment, the slab header, and the freed-block tag (double free).
-    if (!well_formed_pooled(p)) bad_pointer(call, "invalid pointer", p);
+    if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
     if (!tag_freed(slab_of(p), p)) bad_pointer(call, "double free detected", p);
     return pool_free(p);
   }
   if (in_medium_region(p)) {
     Slab* s = medium_block(p);
     if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    if (!tag_freed(s, p)) bad_pointer(call, "double free detected", p);
-    return pool_free_in(s, p);
+    return free_medium(call, s, p);
   }
   if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
 }
@@ -208,7 +256,8 @@ void* ak_malloc(size_t size) noexcept {
 // else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
 // needs no stack frame.
 void ak_free(void* p) noexcept {
-  if (in_pool_region(p) && well_formed_pooled(p) && tag_freed(slab_of(p), p)) [[likely]]
+  if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && tag_freed(slab_of(p), p))
+      [[likely]]
     return pool_free(p);
   if (p != nullptr) free_any("free()", p);
 }

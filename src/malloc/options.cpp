@@ -22,6 +22,15 @@ void parse_flag(const char* name, bool* out) {
     warn(name, v, "expected 0 or 1");
 }
 
+void parse_level(const char* name, unsigned max, unsigned* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return;
+  if (v[0] >= '0' && unsigned(v[0] - '0') <= max && v[1] == 0)
+    *out = unsigned(v[0] - '0');
+  else
+    warn(name, v, max == 2 ? "expected 0, 1 or 2" : "expected a digit");
+}
+
 void parse_ms(const char* name, std::uint64_t max, std::uint64_t* out) {
   const char* v = std::getenv(name);
   if (v == nullptr) return;
@@ -44,6 +53,7 @@ Options parse() noexcept {
   parse_flag("ALLOCKIT_BACKGROUND_PURGE", &o.background_purge);
   parse_flag("ALLOCKIT_STATS", &o.stats_at_exit);
   parse_flag("ALLOCKIT_VERBOSE", &o.verbose);
+  parse_level("ALLOCKIT_GUARD_FREED", 2, &o.guard_freed);
   return o;
 }
 

@@ -13,6 +13,7 @@ struct Options {
   bool background_purge = true;         // ALLOCKIT_BACKGROUND_PURGE
   bool stats_at_exit = false;           // ALLOCKIT_STATS
   bool verbose = false;                 // ALLOCKIT_VERBOSE
+  unsigned guard_freed = 1;             // ALLOCKIT_GUARD_FREED: 0 off, 1 adaptive, 2 always
 };
 
 // The options in force: defaults until load_options() ran (the library's constructor calls it).

@@ -95,6 +95,13 @@ void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept {
   return q == MAP_FAILED ? nullptr : q;
 }
 
+bool set_accessible(void* p, std::size_t bytes, bool accessible) noexcept {
+  const int saved = errno;
+  const bool ok = ::mprotect(p, bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
+}
+
 void huge_page_hint(void* p, std::size_t bytes) noexcept {
 #ifdef MADV_HUGEPAGE
   const int saved = errno;

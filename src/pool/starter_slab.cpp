@@ -39,8 +39,11 @@ bool make_starter() {
   s->owner_tag = 1;  // odd: no heap's address, so every free leaves the fast path
   s->starter = true;
   s->block_size = kUnit;  // blocks vary; this is their granularity (liballockit's free tag fits)
-  s->data = s->carve = data;
+  s->data = data;
   s->end = base + kSlabSize;
+  s->carve.store(
+      s->end,
+      std::memory_order_relaxed);  // its map, not a carve point, says which blocks were used
   g_starter.map = reinterpret_cast<std::atomic<std::uint8_t>*>(map);
   g_starter.end = s->end;
   g_starter.next.store(data, std::memory_order_relaxed);

@@ -107,6 +107,8 @@ std::atomic<std::uint32_t> g_class_slabs[kHeapClasses];
 
 void retire_slab(Slab* s) {
   g_class_slabs[s->size_class].fetch_sub(1, std::memory_order_relaxed);
+  if (s->block_size >= kSealableMediumBytes)
+    os::set_accessible(s->data, std::size_t(s->end - s->data), true);
   slab_release(s);
 }
 
@@ -140,7 +142,8 @@ Slab* new_slab(Heap* h, unsigned cls) {
   s->owner_tag = addr(h) | (s->checked ? 1 : 0);
   s->block_size = std::uint32_t(block);
   s->capacity = std::uint32_t(capacity);
-  s->data = s->carve = data;
+  s->data = data;
+  s->carve.store(data, std::memory_order_relaxed);
   s->end = data + capacity * block;
   if (s->checked) {
     s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(header + sizeof(Slab));
@@ -154,16 +157,17 @@ Slab* new_slab(Heap* h, unsigned cls) {
 // (Carving a fixed 4 KiB from just after the header touched two pages per slab, a fault more
 // for every size class a short process uses.)
 void carve(Slab* s, PoolBlock*& list) {
-  const std::size_t n_fit = std::size_t(s->end - s->carve) / s->block_size;
-  const std::size_t page_left = kCarvePage - (addr(s->carve) & (kCarvePage - 1));
+  char* const from = s->carve.load(std::memory_order_relaxed);
+  const std::size_t n_fit = std::size_t(s->end - from) / s->block_size;
+  const std::size_t page_left = kCarvePage - (addr(from) & (kCarvePage - 1));
   std::size_t n = (page_left + s->block_size - 1) / s->block_size;
   if (n > n_fit) n = n_fit;
-  char* p = s->carve;
+  char* p = from;
   for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
     reinterpret_cast<PoolBlock*>(p)->next = reinterpret_cast<PoolBlock*>(p + s->block_size);
   reinterpret_cast<PoolBlock*>(p)->next = list;
-  list = reinterpret_cast<PoolBlock*>(s->carve);
-  s->carve += n * s->block_size;
+  list = reinterpret_cast<PoolBlock*>(from);
+  s->carve.store(from + n * s->block_size, std::memory_order_relaxed);
 }
 
 // The list a slab of `h` keeps its free blocks on: its bin's while it is the current unchecked
@@ -176,7 +180,7 @@ PoolBlock*& free_list(Heap* h, Slab* s) {
 // Hands out one block of a current slab, carving if needed; null when the slab is exhausted.
 void* take_block(Heap* h, Slab* s) {
   PoolBlock*& list = free_list(h, s);
-  if (list == nullptr && s->carve != s->end) carve(s, list);
+  if (list == nullptr && s->carve.load(std::memory_order_relaxed) != s->end) carve(s, list);
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
   list = b->next;
@@ -380,10 +384,11 @@ void abandon_heap(Heap* h) {
     std::uint32_t on_lists = 0;
     for (PoolBlock* b = s->free; b; b = b->next) ++on_lists;
     for (PoolBlock* b = s->checked_free; b; b = b->next) ++on_lists;
-    s->used = std::uint32_t((s->carve - s->data) / s->block_size) - on_lists;
+    s->used = std::uint32_t((s->carve.load(std::memory_order_relaxed) - s->data) / s->block_size) -
+              on_lists;
     if (s->used == 0) {
       retire_slab(s);
-    } else if (s->free || s->checked_free || s->carve != s->end) {
+    } else if (s->free || s->checked_free || s->carve.load(std::memory_order_relaxed) != s->end) {
       link(h, s);
     } else {
       mark_full(h, s);

@@ -259,7 +259,9 @@ TEST(MallocDeathTest, MediumBlockMisuse) {
   EXPECT_GE(ak_malloc_usable_size(p), 100000u);
   ak_free(q);
   EXPECT_DEATH(ak_free(q), "free\\(\\): double free detected");
-  EXPECT_DEATH(ak_realloc(q, 10), "realloc\\(\\): double free detected");
+  EXPECT_DEATH(ak_realloc(q, 10), "realloc\\(\\): invalid pointer \\(a freed block\\)");
+  EXPECT_DEATH(ak_malloc_usable_size(q),
+               "malloc_usable_size\\(\\): invalid pointer \\(a freed block\\)");
   ak_free(p);
 }
 

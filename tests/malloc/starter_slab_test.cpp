@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "allockit/allockit.h"
+#include "fresh_process.hpp"
 #include "pool/pool.hpp"
 
 namespace {
@@ -23,22 +24,12 @@ std::uintptr_t addr(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p);
 }
 
-// Runs `body` in a fresh process; it fails the test by exiting non-zero (gtest's own checks do
-// not cross the process boundary), so every check is an explicit exit code.
+// Runs `body` in a fresh process, where the starter slab is still unused.
 template <class F>
 void in_fresh_process(F body) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs: no starter slab";
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        body();
-        std::exit(0);
-      },
-      testing::ExitedWithCode(0), "");
+  ak::testing::in_fresh_process(body);
 }
-
-#define REQUIRE(cond, code) \
-  if (!(cond)) std::exit(code)
 
 }  // namespace
 

@@ -31,6 +31,9 @@ inline constexpr unsigned kPoolClasses = kClassCount;  // the public pools' clas
 inline constexpr std::size_t kMediumSlabShift = 21;
 inline constexpr std::size_t kMediumSlabSize = std::size_t(1) << kMediumSlabShift;
 inline constexpr std::size_t kMediumDataOffset = 4096;
+// liballockit may leave a freed medium block of this size or more inaccessible past its first page
+// (src/malloc/freed_guard.hpp); a retired slab of such a class is made accessible again.
+inline constexpr std::size_t kSealableMediumBytes = std::size_t(128) << 10;
 
 struct PoolBlock {
   PoolBlock* next;
@@ -39,7 +42,8 @@ struct Heap;
 
 struct alignas(64) Slab {
   // Read-mostly line: set when the slab is set up (`counted` flips only when the slab stops or
-  // starts being current). Every free reads it, remote ones included, so nothing hot writes it.
+  // starts being current; `carve` moves once per page of blocks). Every free reads it, remote
+  // ones included, so nothing hot writes it.
   std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
   // Owning Heap address | size class while this is its bin's current unchecked slab, else 0: the
   // one test of the fast free. Written by the owner only; others read it and never match.
@@ -53,17 +57,20 @@ struct alignas(64) Slab {
   char* data;                             // first block
   char* end;                              // end of the last whole block
   std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
+  // Next never-used block; blocks are carved lazily. The owner moves it; any freeing thread reads
+  // it (relaxed: a block handed out was carved before, so its thread sees at least that much).
+  std::atomic<char*> carve;
   // Owner line: written by the owner thread only.
   alignas(64) PoolBlock* free;  // if counted: blocks ready to hand out (else null: see Bin::free)
   std::uint32_t used;           // if counted: blocks handed out, counting remote frees not home yet
   std::uint32_t settle_at;  // `used` at which a free settles the slab: 0, or rejoin_at() if full
   bool full;                // not current, (almost) nothing free: off the avail list
-  char* carve;              // next never-used block; blocks are carved lazily
   Slab* prev;               // the owner heap's avail or full list of its class (not while current)
   Slab* next;
   PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
 };
 static_assert(sizeof(Slab) == 128, "slab header: a read-mostly line and the owner's line");
+static_assert(offsetof(Slab, free) == 64, "the read-mostly line holds everything a free reads");
 
 inline Heap* slab_owner(const Slab* s) noexcept {
   return reinterpret_cast<Heap*>(s->owner_tag & ~std::uintptr_t(1));
@@ -124,6 +131,36 @@ void pool_free_slow(void* p) noexcept;               // pool_free, out of line
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
 
 // The size of block `p` of slab `s`.
+// Multipliers for a division-free divisibility test: for an offset n < 2^32, n is a multiple of
+// class_size(c) exactly when n * kBlockMagic[c] <= kBlockMagic[c] - 1 (Lemire, Kaser and Kurz,
+// "Faster remainder by direct computation", 2019). One multiply and one compare.
+struct BlockMagic {
+  std::uint64_t of[kHeapClasses];
+  constexpr BlockMagic() : of{} {
+    for (unsigned c = 0; c < kHeapClasses; ++c) of[c] = ~std::uint64_t(0) / class_size(c) + 1;
+  }
+};
+inline constexpr BlockMagic kBlockMagic;
+
+// Whether `p` can be a block of slab `s` that was ever handed out, as far as the fast free checks:
+// 8-aligned, at or past the first block and before the carve point. Two loads of the slab's
+// read-mostly line, two compares. (The block-boundary test below, one multiply more, cost
+// xmalloc 6%, with the carve point or without it: it is left to the slow paths.)
+inline bool pool_is_below_carve(const Slab* s, const void* p) noexcept {
+  const auto c = static_cast<const char*>(p);
+  return (reinterpret_cast<std::uintptr_t>(c) & 7) == 0 && c >= s->data &&
+         c < s->carve.load(std::memory_order_relaxed);
+}
+
+// As pool_is_below_carve, and at a block boundary. The starter slab's blocks vary in size: this
+// says yes for any 8-byte boundary there (its own map decides).
+inline bool pool_is_carved_block(const Slab* s, const void* p) noexcept {
+  const auto c = static_cast<const char*>(p);
+  const std::uint64_t magic = kBlockMagic.of[s->size_class];
+  return c >= s->data && c < s->carve.load(std::memory_order_relaxed) &&
+         std::uint64_t(c - s->data) * magic <= magic - 1;
+}
+
 inline std::size_t pool_block_size(const Slab* s, const void* p) noexcept {
   return s->starter ? pool_starter_block_size(s, p) : s->block_size;
 }

@@ -1,0 +1,143 @@
+// Misuse the default build catches (malloc/freed_guard.hpp, pool_is_carved_block): freed big
+// blocks are sealed, so a stale access faults; a block is never handed to the next request of the
+// thread that sealed it; the adaptive bar rises past each sealed size; a free of an address past
+// a slab's carve point is reported. Cases that depend on the bar run in a fresh process (threadsafe
+// death tests re-execute the binary), where no block was sealed yet.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "allockit/allockit.h"
+#include "fresh_process.hpp"
+#include "pool/pool.hpp"
+
+namespace {
+
+constexpr std::size_t kKiB = 1024, kMiB = 1024 * kKiB;
+
+// Whether the byte at `p` can be read, asked of the kernel (write(2) fails with EFAULT), so an
+// inaccessible address costs no signal.
+bool readable(const void* p) {
+  static int fds[2] = {-1, -1};
+  if (fds[0] < 0 && pipe(fds) != 0) std::abort();
+  const bool ok = write(fds[1], p, 1) == 1;
+  char c;
+  if (ok && read(fds[0], &c, 1) != 1) std::abort();
+  return ok;
+}
+
+using ak::testing::in_fresh_process;
+
+}  // namespace
+
+// From 32 MiB every freed block is sealed, whatever the bar; the next request gets another range,
+// and the one after it may take the sealed range back, accessible again.
+TEST(FreedGuard, LargeBlocksAreSealedAtFree) {
+  auto* p = static_cast<char*>(ak_malloc(40 * kMiB));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, 40 * kMiB);
+  ASSERT_TRUE(readable(p + 20 * kMiB));
+  ak_free(p);
+  EXPECT_FALSE(readable(p));
+  EXPECT_FALSE(readable(p + 20 * kMiB));
+  auto* q = static_cast<char*>(ak_malloc(40 * kMiB));
+  EXPECT_NE(q, p);  // not the block just sealed
+  EXPECT_FALSE(readable(p));
+  auto* r = static_cast<char*>(ak_malloc(40 * kMiB));
+  ASSERT_NE(r, nullptr);
+  std::memset(q, 2, 40 * kMiB);
+  std::memset(r, 3, 40 * kMiB);  // unsealed wherever it came from
+  EXPECT_EQ(r[40 * kMiB - 1], 3);
+  ak_free(q);
+  ak_free(r);
+  ak_collect(1);
+}
+
+// A 256 KiB block (a medium one) is sealed past its first page at its first free; the thread's
+// next request of its size gets another block; a later one gets it back, whole and writable.
+TEST(FreedGuard, MediumBlocksAreSealedPastTheirFirstPage) {
+  in_fresh_process([] {
+    auto* p = static_cast<char*>(ak_malloc(256 * kKiB));
+    REQUIRE(p != nullptr, 10);
+    std::memset(p, 1, 256 * kKiB);
+    ak_free(p);
+    REQUIRE(readable(p), 11);  // the first page holds the free-list link
+    REQUIRE(!readable(p + 4096), 12);
+    REQUIRE(!readable(p + 256 * kKiB - 1), 13);
+    auto* q = static_cast<char*>(ak_malloc(256 * kKiB));
+    REQUIRE(q != nullptr && q != p, 14);
+    REQUIRE(!readable(p + 64 * kKiB), 15);
+    auto* r = static_cast<char*>(ak_malloc(256 * kKiB));
+    REQUIRE(r == p, 16);  // the sealed block, handed out again
+    std::memset(r, 2, 256 * kKiB);
+    ak_free(q);
+    ak_free(r);
+  });
+}
+
+// Adaptive mode: a sealed size raises the bar past itself, so the same size freed again is not
+// sealed (a program freeing big blocks over and over pays once), and a bigger one still is.
+TEST(FreedGuard, TheBarRisesPastEachSealedSize) {
+  in_fresh_process([] {
+    auto* a = static_cast<char*>(ak_malloc(1 * kMiB));
+    ak_free(a);
+    REQUIRE(!readable(a + 8192), 10);
+    auto* b = static_cast<char*>(ak_malloc(1 * kMiB));
+    ak_free(b);
+    REQUIRE(readable(b + 8192), 11);  // not sealed: below the bar now
+    auto* c = static_cast<char*>(ak_malloc(4 * kMiB));
+    ak_free(c);
+    REQUIRE(!readable(c + 8192), 12);
+  });
+}
+
+// The fault itself (a plain SIGSEGV; under ASan its handler reports it and exits 1).
+TEST(FreedGuardDeathTest, StaleAccessToASealedBlockFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<volatile char*>(ak_malloc(256 * kKiB));
+        ak_free(const_cast<char*>(p));
+        p[64 * kKiB + 1] = 'a';
+        std::exit(0);
+      },
+      "");
+}
+
+// A slab's blocks past its carve point were never handed out: freeing one is reported, in a small
+// slab of a thread's own (not the starter slab) and in a medium one.
+TEST(FreedGuardDeathTest, FreeOfABlockNeverHandedOutIsReported) {
+  std::vector<void*> blocks;
+  char* p = nullptr;
+  for (int i = 0; i < 4096; ++i) {  // until a fresh slab of this class starts
+    p = static_cast<char*>(ak_malloc(48));
+    blocks.push_back(p);
+    if (i > 0 && ak::detail::slab_of(p) != ak::detail::slab_of(blocks[i - 1]) &&
+        !ak::detail::slab_of(p)->starter)
+      break;
+  }
+  EXPECT_DEATH(ak_free(p + 48 * 300), "free\\(\\): invalid pointer \\(not the start of a block\\)");
+  EXPECT_DEATH(ak_malloc_usable_size(p + 48 * 300), "malloc_usable_size\\(\\): invalid pointer");
+  // Between blocks: the slow paths check block boundaries (the fast free does not).
+  EXPECT_DEATH(ak_realloc(p + 16, 10),
+               "realloc\\(\\): invalid pointer \\(not the start of a block\\)");
+  EXPECT_DEATH(ak_malloc_usable_size(p + 16), "malloc_usable_size\\(\\): invalid pointer");
+  auto* m = static_cast<char*>(ak_malloc(100 * kKiB));
+  EXPECT_DEATH(ak_free(m + 5 * 100 * kKiB),
+               "free\\(\\): invalid pointer \\(not the start of a block\\)");
+  ak_free(m);
+  for (void* b : blocks) ak_free(b);
+}
+
+TEST(FreedGuardDeathTest, UsableSizeOfAFreedBlockIsReported) {
+  auto* p = ak_malloc(64);
+  ak_free(p);
+  EXPECT_DEATH(ak_malloc_usable_size(p),
+               "malloc_usable_size\\(\\): invalid pointer \\(a freed block\\)");
+  ak_free(ak_malloc(64));  // p is handed out again or not: either way the heap is intact
+}
