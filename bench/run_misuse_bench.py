@@ -90,9 +90,9 @@ def hardening_table(doc, binary, allocators):
     good = [c for c in cases if c[1] == "valid"]
     lines.append(f"| **detected** | | of {len(bad)} | " + " | ".join(
         f"**{sum(cells[n][c[0]][1] for c in bad)}**" for n in allocators) + " |")
+    stopped = lambda mark: mark != "-" and not mark.startswith("exit")  # noqa: E731 (killed by a signal)
     lines.append(f"| stopped by any signal (a count that takes every crash for a detection) | | of {len(bad)} | " +
-                 " | ".join(str(sum(cells[n][c[0]][0] not in ("-",) and not cells[n][c[0]][0].startswith("exit")
-                                    for c in bad)) for n in allocators) + " |")
+                 " | ".join(str(sum(stopped(cells[n][c[0]][0]) for c in bad)) for n in allocators) + " |")
     lines.append(f"| **valid programs passing** | | of {len(good)} | " + " | ".join(
         f"**{sum(cells[n][c[0]][1] for c in good)}**" for n in allocators) + " |")
     return lines

@@ -79,13 +79,9 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
     const bool pref_r = r.zero == want_zero, pref_b = b.zero == want_zero;
     if (pref_r != pref_b ? pref_r : r.bytes < b.bytes) best = i;
   }
-  if (best < len_) {
-    last_sealed_ = nullptr;
-    return carve(best, need, want_zero);
-  }
-  const Taken t =
-      want_zero ? Taken{} : grow(need);  // calloc: fresh pages beat a memset of grown ones
-  last_sealed_ = nullptr;
+  // calloc: fresh pages beat a memset of grown ones.
+  const Taken t = best < len_ ? carve(best, need, want_zero) : want_zero ? Taken{} : grow(need);
+  last_sealed_ = nullptr;  // passed over once: the range may serve any later request
   return t;
 }
 

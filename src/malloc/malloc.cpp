@@ -75,6 +75,18 @@ inline void* alloc_small(unsigned cls) {
   return p ? clear_tag(p, cls) : nullptr;
 }
 
+// A medium block freed sealed (freed_guard.hpp) carries this tag instead of free_tag.
+inline std::uintptr_t sealed_tag(const void* p) {
+  return free_tag(p) ^ 1;
+}
+
+// Whether block `p` (16 bytes or more) carries a freed-block tag, sealed or not. Slow paths only:
+// the fast free compares with free_tag alone (tag_freed).
+inline bool carries_freed_tag(const void* p) {
+  const std::uintptr_t w = static_cast<const std::uintptr_t*>(p)[1];
+  return w == free_tag(p) || w == sealed_tag(p);
+}
+
 // Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
 constexpr std::size_t kMaxMediumAlign = 4096;
 
@@ -87,11 +99,6 @@ inline Slab* medium_block(const void* p) {
 
 inline bool is_large(const void* p) {
   return !in_pool_region(p) && !in_medium_region(p);
-}
-
-// A medium block freed sealed (freed_guard.hpp) carries this tag instead of free_tag.
-inline std::uintptr_t sealed_tag(const void* p) {
-  return free_tag(p) ^ 1;
 }
 
 // The block this thread sealed last: its next request of the class gets another one.
@@ -122,8 +129,8 @@ void* alloc_sealable(unsigned cls) {
 // Tags medium block `p` of slab `s` as freed, sealing it past its first page when the guard says
 // so; the seal comes first, so no other thread can take the block before it is sealed.
 void free_medium(const char* call, Slab* s, void* p) {
+  if (carries_freed_tag(p)) bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
-  if (w[1] == free_tag(p) || w[1] == sealed_tag(p)) bad_pointer(call, "double free detected", p);
   const bool seal = s->block_size >= kSealableMediumBytes && should_seal(s->block_size) &&
                     os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
                                        s->block_size - kMediumDataOffset, false);
@@ -161,19 +168,15 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 std::size_t usable_or_die(const char* call, const void* p) {
   if (in_pool_region(p)) {
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    const Slab* s = slab_of(p);
-    const std::size_t n = pool_block_size(s, p);
+    const std::size_t n = pool_block_size(slab_of(p), p);
     if (n == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    if (n >= 16 && static_cast<const std::uintptr_t*>(p)[1] == free_tag(p))
-      bad_pointer(call, "invalid pointer (a freed block)", p);
+    if (n >= 16 && carries_freed_tag(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
     return n;
   }
   if (in_medium_region(p)) {
     const Slab* s = medium_block(p);
     if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    const std::uintptr_t tag = static_cast<const std::uintptr_t*>(p)[1];
-    if (tag == free_tag(p) || tag == sealed_tag(p))
-      bad_pointer(call, "invalid pointer (a freed block)", p);
+    if (carries_freed_tag(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
     return s->block_size;
   }
   const std::size_t n = large_usable_size(p);
@@ -183,7 +186,7 @@ std::size_t usable_or_die(const char* call, const void* p) {
 
 void free_any(const char* call, void* p) {
   if (in_pool_region(p)) [[likely]] {
-    // Cheap checks only: alignment, the slab header, and the freed-block tag (double free).
+    // What the fast free skipped (block boundaries), then the freed-block tag (double free).
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
     if (!tag_freed(slab_of(p), p)) bad_pointer(call, "double free detected", p);
     return pool_free(p);

@@ -41,9 +41,8 @@ bool make_starter() {
   s->block_size = kUnit;  // blocks vary; this is their granularity (liballockit's free tag fits)
   s->data = data;
   s->end = base + kSlabSize;
-  s->carve.store(
-      s->end,
-      std::memory_order_relaxed);  // its map, not a carve point, says which blocks were used
+  // Its map, not a carve point, says which blocks were handed out.
+  s->carve.store(s->end, std::memory_order_relaxed);
   g_starter.map = reinterpret_cast<std::atomic<std::uint8_t>*>(map);
   g_starter.end = s->end;
   g_starter.next.store(data, std::memory_order_relaxed);

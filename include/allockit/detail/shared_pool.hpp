@@ -130,7 +130,6 @@ void pool_free_slow(void* p) noexcept;               // pool_free, out of line
 // The size of block `p` of the starter slab `s` (0 if `p` is not one of its blocks).
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
 
-// The size of block `p` of slab `s`.
 // Multipliers for a division-free divisibility test: for an offset n < 2^32, n is a multiple of
 // class_size(c) exactly when n * kBlockMagic[c] <= kBlockMagic[c] - 1 (Lemire, Kaser and Kurz,
 // "Faster remainder by direct computation", 2019). One multiply and one compare.
@@ -161,6 +160,7 @@ inline bool pool_is_carved_block(const Slab* s, const void* p) noexcept {
          std::uint64_t(c - s->data) * magic <= magic - 1;
 }
 
+// The size of block `p` of slab `s`.
 inline std::size_t pool_block_size(const Slab* s, const void* p) noexcept {
   return s->starter ? pool_starter_block_size(s, p) : s->block_size;
 }
