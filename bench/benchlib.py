@@ -136,6 +136,14 @@ def rotations(names, rounds):
         yield r, names[k:] + names[:k]
 
 
+def hardened_variants(build):
+    """The hardened builds shown beside the allocators (issue 11), never counted as peers: name ->
+    (preload, extra environment). glibc's checks live in libc_malloc_debug.so since 2.34. Debian's
+    mimalloc ships no secure build."""
+    return {"allockit-secure": (os.path.abspath(os.path.join(build, "liballockit-secure.so")), {}),
+            "glibc-check3": (f"{LIBDIR}/libc_malloc_debug.so.0", {"MALLOC_CHECK_": "3"})}
+
+
 def malloc_allocators(build):
     """Every malloc the suites compare, by name: glibc (no preload), the Debian peers, allockit."""
     return {"glibc": None, **PRELOADS, "allockit": os.path.abspath(os.path.join(build, "liballockit.so"))}

@@ -23,8 +23,8 @@ OWN = ["thread_churn", "mixed_lifetimes", "random_sizes", "large_blocks", "reall
 WORKLOADS = STANDARD + OWN
 
 
-def run_once(binary, workload, preload):
-    env = dict(os.environ)
+def run_once(binary, workload, preload, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
     if preload:
         env["LD_PRELOAD"] = preload
     out = subprocess.run([binary, workload], env=env, check=True, capture_output=True,
@@ -42,14 +42,14 @@ def summarise(workload, runs):
             "calloc_us": mid["calloc_us"], "runs": runs}
 
 
-def run_workload(binary, workload, allocators, reps):
+def run_workload(binary, workload, allocators, reps, envs=None):
     """Runs every allocator once per round, in a rotating order, so drift on a shared machine
-    hits all of them alike."""
+    hits all of them alike. `envs`: extra environment per allocator name."""
     runs = {n: [] for n in allocators}
     for rep, order in benchlib.rotations(allocators, reps):
         for n in order:
             print(f"+ {n} {workload} ({rep + 1}/{reps})", flush=True)
-            runs[n].append(run_once(binary, workload, allocators[n]))
+            runs[n].append(run_once(binary, workload, allocators[n], (envs or {}).get(n)))
     return [dict(summarise(workload, runs[n]), allocator=n) for n in allocators]
 
 
@@ -73,6 +73,43 @@ def summary(cells, allocs, workloads):
                   "fair": geomean([times[w] for w in fair]),
                   "rss": geomean([cells[(a, w)]["peak_rss_kib"] for w in workloads])}
     return out, fair
+
+
+def hardened_section(doc, cells):
+    """Each hardened build against its base, per workload and as geomeans with and without the
+    worst row; issue 11's targets for the secure build."""
+    pairs = [(v, base) for v, base in (("allockit-secure", "allockit"), ("glibc-check3", "glibc"))
+             if v in doc.get("variants", {})]
+    if not pairs:
+        return []
+    lines = ["", "## Hardened builds (issue 11)", "",
+             "Each hardened build against its base, in the same rounds: time and peak RSS ratios. "
+             "glibc-check3 is glibc with MALLOC_CHECK_=3 (libc_malloc_debug.so); Debian's "
+             "mimalloc ships no secure build.", "",
+             "| workload | " + " | ".join(f"{v}/{b} time | {v}/{b} RSS" for v, b in pairs) + " |",
+             "|---|" + "---|---|" * len(pairs)]
+    ratio = {(v, k, w): cells[(v, w)][k] / cells[(b, w)][k]
+             for v, b in pairs for k in ("seconds", "peak_rss_kib") for w in WORKLOADS}
+    for w in WORKLOADS:
+        lines.append(f"| {w} | " + " | ".join(f"{ratio[(v, 'seconds', w)]:.2f} | "
+                                              f"{ratio[(v, 'peak_rss_kib', w)]:.2f}" for v, _ in pairs) + " |")
+    geo = {}
+    for v, _ in pairs:
+        for k in ("seconds", "peak_rss_kib"):
+            xs = {w: ratio[(v, k, w)] for w in WORKLOADS}
+            worst = max(xs, key=xs.get)
+            geo[(v, k)] = (geomean(xs.values()), worst, geomean([x for w, x in xs.items() if w != worst]))
+    lines += ["", "| build | time geomean | without its worst (which) | peak RSS geomean | without its worst (which) |",
+              "|---|---|---|---|---|"]
+    for v, b in pairs:
+        t, r = geo[(v, "seconds")], geo[(v, "peak_rss_kib")]
+        lines.append(f"| {v} / {b} | {t[0]:.2f}x | {t[2]:.2f}x ({t[1]}) | {r[0]:.2f}x | {r[2]:.2f}x ({r[1]}) |")
+    if ("allockit-secure", "seconds") in geo:
+        t, r = geo[("allockit-secure", "seconds")], geo[("allockit-secure", "peak_rss_kib")]
+        lines += [""] + table.targets_table([
+            ("secure: geomean time <= 1.10x the default build", f"{t[0]:.2f}x", t[0] <= 1.10),
+            ("secure: peak RSS geomean <= 1.25x the default build", f"{r[0]:.2f}x", r[0] <= 1.25)])
+    return lines
 
 
 def render(doc):
@@ -133,7 +170,8 @@ def render(doc):
         lines.append(f"| {w} | " + " | ".join(f"{cells[(a, w)]['peak_rss_kib'] / 1024:.1f}"
                                               for a in allocs) + " |")
     lines += ["", "calloc(128 MiB), mean per call (us): " +
-              ", ".join(f"{a} {cells[(a, 'large_calloc')]['calloc_us']:.1f}" for a in allocs), ""]
+              ", ".join(f"{a} {cells[(a, 'large_calloc')]['calloc_us']:.1f}" for a in allocs)]
+    lines += hardened_section(doc, cells) + [""]
     return "\n".join(lines)
 
 
@@ -146,16 +184,19 @@ def main():
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "malloc_workloads")
     allocators = benchlib.malloc_allocators(args.build)
+    variants = benchlib.hardened_variants(args.build)
+    runs = dict(allocators, **{n: lib for n, (lib, _) in variants.items()})
+    envs = {n: env for n, (_, env) in variants.items()}
     cells = []
     for w in args.only or WORKLOADS:
-        cells += run_workload(binary, w, allocators, args.reps)
+        cells += run_workload(binary, w, runs, args.reps, envs)
     if args.only:
         for c in cells:
             print(f"{c['workload']:16} {c['allocator']:10} {c['seconds']:8.3f} s "
                   f"{c['peak_rss_kib'] / 1024:7.1f} MiB")
         return
-    doc = benchlib.result_doc(sys.argv, [], "make bench-malloc", allocators=allocators, cells=cells,
-                               reps=args.reps)
+    doc = benchlib.result_doc(sys.argv, [], "make bench-malloc", allocators=allocators,
+                               variants=variants, cells=cells, reps=args.reps)
     benchlib.write_results(args.out, "malloc", doc, render(doc))
 
 

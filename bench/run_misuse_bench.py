@@ -20,12 +20,15 @@ import benchlib  # noqa: E402
 import table  # noqa: E402
 
 
-def run_case(binary, case, preload):
+def run_case(binary, case, allocator):
+    """`allocator`: (preload or None, extra environment)."""
+    preload, extra_env = allocator
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
-    env["MALLOC_CHECK_"] = "0"  # glibc's defaults, not its debugging mode
+    env["MALLOC_CHECK_"] = "0"  # glibc's defaults, not its debugging mode (unless asked below)
+    env.update(extra_env)
     return subprocess.run([binary, str(case)], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -59,7 +62,7 @@ def misuse_table(doc, binary, allocators):
     mark = {"detected": "abort", "crash": "SEGV", "missed": "-"}
     lines = ["## Bad pointers (bench/misuse/misuse_cases.c)", "",
              "Each case runs in its own process under each allocator (LD_PRELOAD; glibc with none, "
-             "MALLOC_CHECK_=0). `abort`: the allocator stopped the program with its own report "
+             "MALLOC_CHECK_=0; glibc-check3: libc_malloc_debug.so with MALLOC_CHECK_=3). `abort`: the allocator stopped the program with its own report "
              "(detected); `SEGV`: it crashed; `-`: the misuse passed silently.", "",
              "| # | case | " + " | ".join(allocators) + " |", "|---|---|" + "---|" * len(allocators)]
     for c, name in names.items():
@@ -103,7 +106,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args()
-    allocators = benchlib.malloc_allocators(a.build)
+    allocators = {n: (lib, {}) for n, lib in benchlib.malloc_allocators(a.build).items()}
+    allocators.update(benchlib.hardened_variants(a.build))
     doc = benchlib.result_doc(sys.argv, [], "make bench-misuse", allocators=allocators)
     lines = table.header(doc, "Misuse detection (issues 4 and 11)")
     lines += misuse_table(doc, os.path.join(a.build, "bench", "misuse_cases"), allocators) + [""]

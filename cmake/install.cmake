@@ -3,6 +3,7 @@
 #   include/allockit/                       the public headers
 #   lib/liballockit-prefixed.so.*, .a       ak_ names only          allockit::allockit(-static)
 #   lib/liballockit.so.*, liballockit.a     overrides malloc        allockit::override(-static)
+#   lib/liballockit-secure.so.*, .a         the secure build        allockit::secure(-static)
 #   lib/cmake/allockit/                     find_package(allockit)
 #   lib/pkgconfig/allockit{,-override}.pc   pkg-config
 #   bin/allockit, libexec/allockit/         the trace lab and its helpers
@@ -14,7 +15,7 @@ set(AK_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/allockit)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/allockit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(_libs allockit_prefixed allockit_prefixed_static)
 if(TARGET allockit_preload)
-  list(APPEND _libs allockit_preload allockit_override)
+  list(APPEND _libs allockit_preload allockit_override allockit_secure_preload allockit_secure_override)
 endif()
 install(TARGETS ${_libs} EXPORT allockitTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -50,6 +50,13 @@ class Message {
   std::size_t len_ = 0;
 };
 
+// Reports a bad pointer or a corrupted block handed to allocation call `call` ("free()"), and
+// aborts: "allockit: free(): double free detected: 0x...".
+[[noreturn, gnu::cold]] inline void bad_pointer(const char* call, const char* what,
+                                                const void* p) noexcept {
+  Message().str("allockit: ").str(call).str(": ").str(what).str(": ").ptr(p).fail();
+}
+
 }  // namespace ak::detail
 
 #if defined(AK_DEBUG) && AK_DEBUG

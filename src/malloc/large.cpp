@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "allockit/config.hpp"
 #include "core/core.hpp"
 #include "malloc/freed_guard.hpp"
 #include "malloc/large_cache.hpp"
 #include "malloc/options.hpp"
+#include "malloc/secure.hpp"
 #include "os/os.hpp"
 
 namespace ak::detail {
@@ -21,11 +23,20 @@ constexpr std::uintptr_t kTombstone = 1;
 
 struct Header {
   std::uint64_t magic;
-  std::size_t map_bytes;  // the whole mapping
-  std::size_t offset;     // user pointer - mapping start
+  std::size_t map_bytes;  // the whole mapping (in the secure build, its guard page included)
+  std::size_t request;    // the size asked for (the secure build's usable size)
   std::size_t align;
 };
 static_assert(sizeof(Header) == 32);
+
+// The secure build ends every large block's mapping with a guard page (PROT_NONE) and fills the
+// bytes between the request and the guard with kSlackByte, checked at free and realloc.
+const std::size_t kGuardPages = kSecureBuild ? 1 : 0;
+
+// The user pointer's distance from its mapping's start: the header, or the alignment above it.
+std::size_t offset_for(std::size_t align) {
+  return align <= sizeof(Header) ? sizeof(Header) : align;
+}
 
 constinit os::Lock g_lock;
 std::uintptr_t* g_table = nullptr;  // user pointers; 0 empty, 1 tombstone
@@ -83,20 +94,54 @@ void erase(std::size_t slot) {
   --g_live;
 }
 
+// The usable bytes of large block `h`: to its mapping's end, or to its guard page.
+std::size_t capacity_of(const Header* h) {
+  return h->map_bytes - kGuardPages * os::page_size() - offset_for(h->align);
+}
+
+// Secure build: fills the slack of block `p` past `request` up to its guard page.
+void fill_slack(char* p, const Header* h, std::size_t request) {
+  std::memset(p + request, kSlackByte, capacity_of(h) - request);
+}
+
+// Secure build: the request of live large block `p` after checking its slack; caller holds
+// g_lock. A write past the request is reported naming `call`.
+std::size_t large_checked_request_locked(const char* call, const void* p) {
+  const Header* h = header_of(p);
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (std::size_t i = h->request, n = capacity_of(h); i < n; ++i)
+    if (c[i] != kSlackByte)
+      bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
+  return h->request;
+}
+
+// Secure build: readies range [base, base + bytes) for a block: accessible but for its last
+// page, the guard. A range from the cache may be sealed whole, or hold the guard pages of the
+// blocks merged into it; mprotect changes only what differs, but costs a system call each.
+// False when mprotect fails (no mapping left to split).
+bool open_guarded(char* base, std::size_t bytes) {
+  const std::size_t page = os::page_size();
+  return os::set_accessible(base, bytes - page, true) &&
+         os::set_accessible(base + bytes - page, page, false);
+}
+
 }  // namespace
 
 void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) noexcept {
   const std::size_t page = os::page_size();
   if (align < 16) align = 16;
-  const std::size_t offset = align <= sizeof(Header) ? sizeof(Header) : align;
+  const std::size_t offset = offset_for(align);
   if (size > (std::size_t(1) << 47) || offset > (std::size_t(1) << 40)) return nullptr;
-  std::size_t bytes = align_up(offset + size, page);
+  std::size_t bytes = align_up(offset + size, page) + kGuardPages * page;
   char* base = nullptr;
   os::LockGuard guard(g_lock);
   if (align <= page) {
     const LargeCache::Taken t = g_cache.take(bytes, want_zero);
-    if (t.sealed && !os::set_accessible(t.base, t.bytes, true)) {
-      g_cache.put(t.base, t.bytes, t.zeroed, true);  // no mapping left to split: take fresh pages
+    const bool opened = t.base != nullptr &&
+                        (kSecureBuild ? open_guarded(t.base, t.bytes)
+                                      : !t.sealed || os::set_accessible(t.base, t.bytes, true));
+    if (t.base && !opened) {
+      g_cache.put(t.base, t.bytes, t.zeroed, t.sealed);  // no mapping left to split: fresh pages
     } else if (t.base) {
       base = t.base;
       bytes = t.bytes;
@@ -106,6 +151,10 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   if (base == nullptr) {
     base = static_cast<char*>(os::map_accounted(bytes, align > page ? align : page));
     if (base == nullptr) return nullptr;
+    if (kSecureBuild && !open_guarded(base, bytes)) {
+      os::release(base, bytes);
+      return nullptr;
+    }
     *zeroed = true;
   }
   char* p = base + offset;
@@ -114,13 +163,15 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
     return nullptr;
   }
   g_mapped += bytes;
-  *header_of(p) = Header{kMagic, bytes, offset, align};
+  Header* h = header_of(p);
+  *h = Header{kMagic, bytes, size, align};
+  if (kSecureBuild) fill_slack(p, h, size);
   g_live_bytes += bytes - offset;
   g_cache.note_live(g_live_bytes);
   return p;
 }
 
-bool large_free(void* p) noexcept {
+bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   std::size_t cached;
   {
     os::LockGuard guard(g_lock);
@@ -128,12 +179,18 @@ bool large_free(void* p) noexcept {
     if (slot == g_cap) return false;
     Header* h = header_of(p);
     AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
+    if (kSecureBuild) {
+      large_checked_request_locked(call, p);
+      if (expect_size != kAnySize && expect_size != h->request)
+        bad_pointer(call, "sized free with the wrong size", p);
+    }
     erase(slot);
-    g_live_bytes -= h->map_bytes - h->offset;
+    const std::size_t offset = offset_for(h->align);
+    g_live_bytes -= h->map_bytes - offset;
     h->magic = 0;
     g_mapped -= h->map_bytes;  // the cache's from now on
     cached = h->map_bytes;
-    char* base = static_cast<char*>(p) - h->offset;
+    char* base = static_cast<char*>(p) - offset;
     const bool seal = should_seal(cached) && os::set_accessible(base, cached, false);
     g_cache.put(base, cached, false, seal);
   }
@@ -145,30 +202,52 @@ std::size_t large_usable_size(const void* p) noexcept {
   os::LockGuard guard(g_lock);
   if (find(addr(p)) == g_cap) return 0;
   const Header* h = header_of(p);
-  return h->map_bytes - h->offset;
+  return kSecureBuild ? h->request : capacity_of(h);
+}
+
+std::size_t large_checked_request(const char* call, const void* p) noexcept {
+  os::LockGuard guard(g_lock);
+  if (find(addr(p)) == g_cap) return kAnySize;
+  return large_checked_request_locked(call, p);
 }
 
 void* large_realloc(void* p, std::size_t size) noexcept {
   os::LockGuard guard(g_lock);
   if (find(addr(p)) == g_cap) return nullptr;
   Header* h = header_of(p);
-  const std::size_t usable = h->map_bytes - h->offset;
-  if (size <= usable && size >= usable / 2) return p;  // fits without wasting half
+  const std::size_t usable = capacity_of(h);
+  if (size <= usable && size >= usable / 2) {  // fits without wasting half
+    if (kSecureBuild) fill_slack(static_cast<char*>(p), h, size);
+    h->request = size;
+    return p;
+  }
   if (h->align > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
   // Room in the registry first: once the mapping has moved there is no way back.
   if ((g_used + 1) * 2 > g_cap && !grow_table()) return nullptr;
   // Growth gets headroom (grown_size): one mremap per 1.5x; address space only until written.
+  // The secure build moves the block without its guard page (a mapping of its own), then gives
+  // the old guard back and makes the new mapping's last page the guard.
+  const std::size_t page = os::page_size(), guard_bytes = kGuardPages * page;
+  const std::size_t offset = offset_for(h->align);
   const std::size_t want = grown_size(usable, size);
-  const std::size_t bytes = align_up(h->offset + want, os::page_size());
-  char* base = static_cast<char*>(p) - h->offset;
-  auto* moved = static_cast<char*>(os::remap(base, h->map_bytes, bytes));
+  const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
+  char* base = static_cast<char*>(p) - offset;
+  const std::size_t old_bytes = h->map_bytes;  // h moves with the mapping
+  auto* moved = static_cast<char*>(os::remap(base, old_bytes - guard_bytes, bytes));
   if (moved == nullptr) return nullptr;
-  char* q = moved + (static_cast<char*>(p) - base);
+  if (kSecureBuild) {
+    os::release(base + old_bytes - guard_bytes, guard_bytes);
+    os::set_accessible(moved + bytes - guard_bytes, guard_bytes, false);
+  }
+  char* q = moved + offset;
   erase(find(addr(p)));
   insert(addr(q));  // cannot fail: room was made above
-  g_mapped += bytes - header_of(q)->map_bytes;
-  g_live_bytes += (bytes - header_of(q)->offset) - usable;
-  header_of(q)->map_bytes = bytes;
+  Header* hq = header_of(q);
+  g_mapped += bytes - hq->map_bytes;
+  g_live_bytes += (bytes - offset) - usable;
+  hq->map_bytes = bytes;
+  hq->request = size;
+  if (kSecureBuild) fill_slack(q, hq, size);
   return q;
 }
 

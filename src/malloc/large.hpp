@@ -1,5 +1,6 @@
-// Large blocks: requests above the pools' range (over 16 KiB, or aligned beyond 64) get a mapping
-// of their own, with a 32-byte header just before the user pointer, and are recorded in a registry
+// Large blocks: requests above the pools' range (over 256 KiB, or aligned beyond a page) get a
+// mapping of their own (the secure build: and a guard page after it), with a 32-byte header just
+// before the user pointer, and are recorded in a registry
 // (an open-addressing set under a mutex) so a free of any other pointer is caught before its
 // header is read. Freed mappings are kept for reuse (large_cache.hpp). Thread-safe.
 #pragma once
@@ -21,10 +22,17 @@ inline std::size_t grown_size(std::size_t usable, std::size_t size) noexcept {
   const std::size_t headroom = usable + usable / 2;
   return size > usable && size < headroom ? headroom : size;
 }
-// Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one.
-bool large_free(void* p) noexcept;
-// Returns: the usable size of large block `p`, or 0 if `p` is not one.
+// Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one. The
+// secure build first checks the bytes past the request and, unless `expect_size` is kAnySize
+// (secure.hpp), that it is the size asked for; an error is reported naming `call`.
+bool large_free(void* p, const char* call = "free()",
+                std::size_t expect_size = ~std::size_t(0)) noexcept;
+// Returns: the usable size of large block `p` (the secure build: the size asked for), or 0 if `p`
+// is not one.
 std::size_t large_usable_size(const void* p) noexcept;
+// Secure build: the size asked for of large block `p` after checking the bytes past it (an
+// overflow is reported naming `call`), or ~0 if `p` is not one.
+std::size_t large_checked_request(const char* call, const void* p) noexcept;
 // Effects: resizes large block `p` in place or by moving its mapping (mremap). Returns the block,
 // possibly moved, or null (leaving `p` intact) when it cannot; never copies through malloc.
 void* large_realloc(void* p, std::size_t size) noexcept;

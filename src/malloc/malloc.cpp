@@ -12,6 +12,7 @@
 #include "malloc/freed_guard.hpp"
 #include "malloc/large.hpp"
 #include "malloc/options.hpp"
+#include "malloc/secure.hpp"
 #include "os/os.hpp"
 #include "pool/pool.hpp"
 
@@ -41,10 +42,6 @@ inline unsigned malloc_class(std::size_t size) {
 inline std::uintptr_t free_tag(const void* p) {
   static const char anchor = 0;
   return (addr(&anchor) * 0x9E3779B97F4A7C15ull) ^ addr(p);
-}
-
-[[noreturn]] void bad_pointer(const char* call, const char* what, const void* p) {
-  Message().str("allockit: ").str(call).str(": ").str(what).str(": ").ptr(p).fail();
 }
 
 // A pooled block being handed out loses its freed-block tag (class 0 blocks, 8 bytes, have none).
@@ -139,10 +136,13 @@ void free_medium(const char* call, Slab* s, void* p) {
   pool_free_in(s, p);
 }
 
+inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero);
+
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
 // `want_zero` (calloc) asks the large blocks for memory that is.
 void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zero = false) {
   *zeroed = false;
+  if constexpr (kSecureBuild) return secure_alloc(size, align, zeroed, want_zero);
   if (size <= kMaxPooledSize && align <= kMaxPooledAlign) {
     // malloc's table serves malloc's own guarantee only: an explicit 16-byte alignment of a
     // request of 8 bytes or less must not get the 8-byte class.
@@ -162,6 +162,133 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
   void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
+}
+
+// ---- the secure build (kSecureBuild; secure.hpp) -------------------------------------------
+// Every pooled block ends in a trailer and its slack is filled; freed blocks are checked, filled
+// and quarantined; malloc(0) gets an inaccessible address; sized frees are checked. Inline, so
+// the default build, which names them only in discarded `if constexpr` branches, never emits them
+// (secure.cpp is not part of it).
+
+// A pooled block of class `cls` for a request of `size` bytes, armed (secure.hpp).
+inline void* secure_pooled(unsigned cls, std::size_t size) {
+  void* p = class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
+  if (p != nullptr) arm_block(p, class_size(cls), size);
+  return p;
+}
+
+inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) {
+  if (size == 0 && align <= kMallocAlign)
+    if (void* p = zero_alloc()) return p;
+  // Room for the trailer, and never the 8-byte class (no room for the freed-block tag).
+  if (size <= kMaxMediumSize - kTrailerBytes) {
+    const std::size_t inner = std::max(size + kTrailerBytes, std::size_t(16));
+    unsigned cls = kHeapClasses;
+    if (inner <= kMaxPooledSize && align <= kMaxPooledAlign) {
+      const unsigned c = align <= kMallocRequest ? malloc_class(inner) : class_for(inner, align);
+      if (c < kClassCount) cls = c;
+    } else if (inner > kMaxPooledSize && align <= kMaxMediumAlign) {
+      cls = class_of(inner);
+    }
+    if (cls < kHeapClasses) {
+      void* p = secure_pooled(cls, size);
+      // Out of memory: what waits in this thread's quarantine is still memory.
+      if (p == nullptr && quarantine_drain()) p = secure_pooled(cls, size);
+      if (p == nullptr) errno = ENOMEM;
+      return p;
+    }
+  }
+  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
+// The slab of pooled block `p` and its size, after the checks every call makes (a block its slab
+// handed out, not freed); null slab when `p` is not pooled.
+struct Pooled {
+  Slab* slab;
+  std::size_t bytes;
+};
+inline Pooled secure_pooled_block(const char* call, const void* p,
+                                  const char* if_freed = "invalid pointer (a freed block)") {
+  Slab* s = nullptr;
+  if (in_pool_region(p))
+    s = carved_pooled(p) ? slab_of(p) : nullptr;
+  else if (in_medium_region(p))
+    s = medium_block(p);
+  else
+    return Pooled{nullptr, 0};
+  const std::size_t bytes = s ? pool_block_size(s, p) : 0;
+  if (bytes == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+  if (carries_freed_tag(p)) bad_pointer(call, if_freed, p);
+  return Pooled{s, bytes};
+}
+
+// The size asked for of the block at `p`, its canaries checked.
+inline std::size_t secure_request(const char* call, const void* p) {
+  if (const Pooled b = secure_pooled_block(call, p); b.slab != nullptr)
+    return checked_request(call, p, b.bytes);
+  if (in_zero_region(p)) {
+    zero_check_live(call, p);
+    return 0;
+  }
+  const std::size_t n = large_checked_request(call, p);
+  if (n == kAnySize) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+  return n;
+}
+
+// Frees `p` after checking it, and, unless kAnySize / 0, the size and alignment the call states.
+inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
+                        std::size_t align = 0) {
+  if (align > 1 && addr(p) % align != 0)
+    bad_pointer(call, "invalid pointer (misaligned for the alignment given)", p);
+  if (in_zero_region(p)) {
+    if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
+    return zero_free(call, p);
+  }
+  if (!in_pool_region(p) && !in_medium_region(p)) {
+    if (!large_free(p, call, size))
+      bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+    return;
+  }
+  const Pooled b = secure_pooled_block(call, p, "double free detected");
+  const std::size_t request = checked_request(call, p, b.bytes);
+  if (size != kAnySize && size != request) bad_pointer(call, "sized free with the wrong size", p);
+  if (b.bytes >= kSealableMediumBytes) return free_medium(call, b.slab, p);
+  static_cast<std::uintptr_t*>(p)[1] = free_tag(p);
+  fill_freed(p, b.bytes);
+  quarantine_put(p, b.bytes);
+}
+
+// realloc of a live block (p and size not 0): in place while the new size fits the block without
+// wasting half of it, else a new block, the old one freed with every check.
+inline void* secure_realloc(void* p, std::size_t size) {
+  const std::size_t request = secure_request("realloc()", p);
+  if (const Pooled b = secure_pooled_block("realloc()", p); b.slab != nullptr) {
+    const std::size_t room = b.bytes - kTrailerBytes;
+    if (size <= room && (size > room / 2 || room <= 24)) {
+      arm_block(p, b.bytes, size);
+      return p;
+    }
+  } else if (size > kMaxMediumSize && !in_zero_region(p)) {
+    if (void* q = large_realloc(p, size)) return q;  // in place only
+  }
+  std::size_t want = size;
+  if (size > kMaxPooledSize) {
+    want = grown_size(request, size);
+    if (size <= kMaxMediumSize) want = std::min(want, kMaxMediumSize);
+  }
+  bool zeroed;
+  void* q = secure_alloc(want, kMallocRequest, &zeroed, false);
+  if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
+  // The headroom stays slack: the block's request (and so its sized free) is `size`.
+  if (const Pooled b = secure_pooled_block("realloc()", q); b.slab != nullptr)
+    arm_block(q, b.bytes, size);
+  else if (want != size)
+    large_realloc(q, size);  // in place: `size` is more than half of `want`
+  std::memcpy(q, p, request < size ? request : size);
+  secure_free("realloc()", p);
+  return q;
 }
 
 // The usable size of a block, aborting on a pointer allockit did not hand out.
@@ -236,6 +363,7 @@ __attribute__((constructor)) void init_at_load() {
 }
 
 __attribute__((destructor)) void report_at_exit() {
+  if constexpr (kSecureBuild) quarantine_check();
   if (options().stats_at_exit) ak_stats_print();
 }
 
@@ -243,10 +371,12 @@ __attribute__((destructor)) void report_at_exit() {
 }  // namespace ak::detail
 
 using namespace ak::detail;
+using ak::kSecureBuild;
 
 extern "C" {
 
 void* ak_malloc(size_t size) noexcept {
+  if constexpr (kSecureBuild) return malloc_slow(size);
   if (size <= kMaxPooledSize) [[likely]] {
     const unsigned cls = malloc_class(size);
     if (void* p = pool_pop(cls)) [[likely]]
@@ -259,6 +389,10 @@ void* ak_malloc(size_t size) noexcept {
 // else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
 // needs no stack frame.
 void ak_free(void* p) noexcept {
+  if constexpr (kSecureBuild) {
+    if (p != nullptr) secure_free("free()", p);
+    return;
+  }
   if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && tag_freed(slab_of(p), p))
       [[likely]]
     return pool_free(p);
@@ -280,9 +414,13 @@ void* ak_calloc(size_t n, size_t size) noexcept {
 void* ak_realloc(void* p, size_t size) noexcept {
   if (p == nullptr) return ak_malloc(size);
   if (size == 0) {  // glibc: frees and returns NULL
-    free_any("realloc()", p);
+    if constexpr (kSecureBuild)
+      secure_free("realloc()", p);
+    else
+      free_any("realloc()", p);
     return nullptr;
   }
+  if constexpr (kSecureBuild) return secure_realloc(p, size);
   const std::size_t usable = usable_or_die("realloc()", p);
   if (size <= usable && (size > usable / 2 || usable <= 16)) return p;  // fits, wasting < half
   // A large block resized to a pooled size moves into the pools: left in its own mapping, every
@@ -354,14 +492,24 @@ void* ak_pvalloc(size_t size) noexcept {
 }
 
 size_t ak_malloc_usable_size(void* p) noexcept {
-  return p == nullptr ? 0 : usable_or_die("malloc_usable_size()", p);
+  if (p == nullptr) return 0;
+  if constexpr (kSecureBuild) return secure_request("malloc_usable_size()", p);
+  return usable_or_die("malloc_usable_size()", p);
 }
 
-void ak_free_sized(void* p, size_t) noexcept {
+void ak_free_sized(void* p, size_t size) noexcept {
+  if constexpr (kSecureBuild) {
+    if (p != nullptr) secure_free("free_sized()", p, size);
+    return;
+  }
   ak_free(p);
 }
 
-void ak_free_aligned_sized(void* p, size_t, size_t) noexcept {
+void ak_free_aligned_sized(void* p, size_t align, size_t size) noexcept {
+  if constexpr (kSecureBuild) {
+    if (p != nullptr) secure_free("free_aligned_sized()", p, size, align);
+    return;
+  }
   ak_free(p);
 }
 

@@ -2,10 +2,13 @@
 // after C++ thread_local destructors, so a hook still sees frees made by those destructors.
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "os/os.hpp"
 
@@ -74,6 +77,29 @@ void sleep_ns(std::uint64_t ns) noexcept {
   timespec ts{time_t(ns / 1'000'000'000u), long(ns % 1'000'000'000u)};
   while (::nanosleep(&ts, &ts) != 0) {
   }
+}
+
+std::uint64_t process_secret() noexcept {
+  static constinit std::atomic<std::uint64_t> g_secret{0};
+  std::uint64_t s = g_secret.load(std::memory_order_relaxed);
+  if (s != 0) [[likely]]
+    return s;
+  // First use: the kernel's entropy; should it refuse (a seccomp filter), the clock and ASLR'd
+  // addresses, which still differ per process. Racing first callers agree through the CAS.
+  const int saved = errno;
+  std::uint64_t fresh = 0;
+  if (::getrandom(&fresh, sizeof fresh, GRND_NONBLOCK) != sizeof fresh) {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    fresh = (std::uint64_t(t.tv_nsec) << 32) ^ std::uint64_t(t.tv_sec) ^
+            reinterpret_cast<std::uintptr_t>(&g_secret) ^ reinterpret_cast<std::uintptr_t>(&t);
+    fresh *= 0x9E3779B97F4A7C15ull;
+  }
+  errno = saved;
+  fresh |= 1;  // never zero
+  std::uint64_t expected = 0;
+  return g_secret.compare_exchange_strong(expected, fresh, std::memory_order_relaxed) ? fresh
+                                                                                      : expected;
 }
 
 std::uint64_t coarse_now_ns() noexcept {

@@ -42,6 +42,10 @@ std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
 // Monotonic time in nanoseconds from a cheap, coarse clock (a few ms resolution).
 std::uint64_t coarse_now_ns() noexcept;
 
+// A random 64-bit value drawn once per process from the kernel (getrandom), never zero and the
+// same for every caller: the key of the secure build's canaries and encoded links. Lock-free.
+std::uint64_t process_secret() noexcept;
+
 // Starts a detached thread running `fn` with a small stack; false if the OS refuses.
 bool start_thread(void (*fn)()) noexcept;
 void sleep_ns(std::uint64_t ns) noexcept;

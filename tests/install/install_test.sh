@@ -20,6 +20,7 @@ cmake --install "$BUILD" --prefix "$P" >/dev/null
 (cd "$P" && find . -type f -o -type l | sort) >"$T/tree"
 for f in include/allockit/allockit.h include/allockit/version.h include/allockit/detail \
          lib/liballockit.so lib/liballockit.so.0.2 lib/liballockit.a \
+         lib/liballockit-secure.so lib/liballockit-secure.so.0.2 lib/liballockit-secure.a \
          lib/liballockit-prefixed.so lib/liballockit-prefixed.a \
          lib/cmake/allockit/allockitConfig.cmake lib/cmake/allockit/allockitConfigVersion.cmake \
          lib/pkgconfig/allockit.pc lib/pkgconfig/allockit-override.pc \
@@ -29,6 +30,7 @@ for f in include/allockit/allockit.h include/allockit/version.h include/allockit
   [ -e "$P/$f" ] || fail "install lacks $f"
 done
 [ "$(readelf -d "$P/lib/liballockit.so" | grep -c NEEDED)" = 1 ] || fail "liballockit.so needs more than libc"
+[ "$(readelf -d "$P/lib/liballockit-secure.so" | grep -c NEEDED)" = 1 ] || fail "liballockit-secure.so needs more than libc"
 readelf -d "$P/lib/liballockit-prefixed.so" | grep -q 'SONAME.*liballockit-prefixed.so.0.2' || fail "prefixed soname"
 
 step "exports: ak_ and ak:: names only (prefixed); libc names, operators and ak_ only (override)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The hardening suite (bench/misuse/hardening_cases) under the default liballockit, as a user
-runs it: every valid program exits 0, and every kind the default build detects stays detected,
-by its report (SIGABRT) or, for a stale access to a sealed block, by a fault.
-Usage: hardening_test.py LIBALLOCKIT HARDENING_CASES"""
+"""The hardening suite (bench/misuse/hardening_cases) under liballockit, as a user runs it: every
+valid program exits 0, and every kind the build detects stays detected, by its report (SIGABRT)
+or, for an access to a sealed block or a zero-size block, by a fault. With --secure the library
+is liballockit-secure, which detects every kind.
+Usage: hardening_test.py [--secure] LIBALLOCKIT HARDENING_CASES"""
 import os
 import signal
 import subprocess
@@ -17,10 +18,19 @@ REPORTED = {
     "usable_size_unaligned_small",
 }
 FAULTS = {"read_after_free_large", "write_after_free_large", "write_after_free_large_reuse"}
+SECURE_REPORTED = REPORTED | {
+    "sized_delete_wrong_size", "aligned_sized_delete_wrong_size_small",
+    "aligned_sized_delete_wrong_size_large", "overflow_small_1", "overflow_small_8", "overflow_large_1",
+    "overflow_large_8", "write_after_free_small", "write_after_free_small_reuse",
+}
+SECURE_FAULTS = FAULTS | {"read_zero_size", "write_zero_size"}
 
 
 def main():
-    lib, binary = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    secure = args[0] == "--secure"
+    lib, binary = args[1:] if secure else args
+    reported, faults = (SECURE_REPORTED, SECURE_FAULTS) if secure else (REPORTED, FAULTS)
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(lib))
     cases = [line.split("\t") for line in
              subprocess.run([binary, "list"], capture_output=True, text=True, check=True).stdout.splitlines()]
@@ -29,10 +39,12 @@ def main():
         r = subprocess.run([binary, name], env=env, capture_output=True, text=True, timeout=120)
         if kind == "valid":
             ok = r.returncode == 0
-        elif name in REPORTED:
+        elif name in reported:
             ok = r.returncode == -signal.SIGABRT and r.stderr.startswith("allockit: ")
-        elif name in FAULTS:
+        elif name in faults:
             ok = r.returncode == -signal.SIGSEGV
+        elif secure:
+            ok = False  # the secure build detects every kind
         else:
             continue
         print(f"{'ok  ' if ok else 'FAIL'} {name} ({what}): exit {r.returncode} {r.stderr.strip()[:100]}")

@@ -4,7 +4,6 @@
 // a slab's carve point is reported. Cases that depend on the bar run in a fresh process (threadsafe
 // death tests re-execute the binary), where no block was sealed yet.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -14,24 +13,15 @@
 
 #include "allockit/allockit.h"
 #include "fresh_process.hpp"
+#include "memory_probe.hpp"
 #include "pool/pool.hpp"
 
 namespace {
 
 constexpr std::size_t kKiB = 1024, kMiB = 1024 * kKiB;
 
-// Whether the byte at `p` can be read, asked of the kernel (write(2) fails with EFAULT), so an
-// inaccessible address costs no signal.
-bool readable(const void* p) {
-  static int fds[2] = {-1, -1};
-  if (fds[0] < 0 && pipe(fds) != 0) std::abort();
-  const bool ok = write(fds[1], p, 1) == 1;
-  char c;
-  if (ok && read(fds[0], &c, 1) != 1) std::abort();
-  return ok;
-}
-
 using ak::testing::in_fresh_process;
+using ak::testing::readable;
 
 }  // namespace
 

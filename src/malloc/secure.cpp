@@ -1,0 +1,249 @@
+// The secure build's canaries, freed-block fill, quarantine and zero-size region (secure.hpp).
+#include "malloc/secure.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+
+#include "core/core.hpp"
+#include "os/os.hpp"
+#include "pool/pool.hpp"
+
+namespace ak::detail {
+
+namespace {
+
+constexpr std::uint64_t kSlackWord = 0x0101010101010101ull * kSlackByte;
+constexpr std::uint64_t kFreedWord = 0x0101010101010101ull * kFreedByte;
+// The slack bytes filled and checked after a request: a linear overflow writes them first, and
+// whatever goes further reaches the trailer.
+constexpr std::size_t kSlackCanaryBytes = 16;
+// The bytes of a freed block that are filled and checked: its first two cache lines, all of a
+// block up to 128 bytes (most blocks of most programs). Filling and checking whole blocks cost
+// 2.3x the time on bench-malloc-simple (blocks up to 4 KiB) for writes deeper than that.
+constexpr std::size_t kFilledBytes = 128;
+
+std::uint32_t trailer_check(const void* p, std::size_t request) {
+  const std::uint64_t h =
+      (addr(p) ^ (std::uint64_t(request) << 40) ^ os::process_secret()) * 0x9E3779B97F4A7C15ull;
+  return std::uint32_t(h >> 32);
+}
+
+// Whether [p, p + n) holds only `byte` (`word` is it repeated). Aligned words are compared four
+// at a time with no branch inside, so the compiler keeps it to loads, XORs and ORs.
+bool all_bytes(const unsigned char* p, std::size_t n, unsigned char byte, std::uint64_t word) {
+  for (; n > 0 && (addr(p) & 7) != 0; --n)
+    if (*p++ != byte) return false;
+  std::uint64_t diff = 0;
+  for (; n >= 32; n -= 32, p += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p, 32);
+    diff |= (w[0] ^ word) | (w[1] ^ word) | (w[2] ^ word) | (w[3] ^ word);
+  }
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    diff |= w ^ word;
+  }
+  for (; n > 0; --n) diff |= *p++ ^ byte;
+  return diff == 0;
+}
+
+// ---- quarantine ---------------------------------------------------------------------------
+
+constexpr unsigned kQuarantineSlots = 64;
+constexpr std::size_t kQuarantineBytes = std::size_t(1) << 20;
+
+struct Quarantine {
+  void* block[kQuarantineSlots];
+  std::uint32_t bytes[kQuarantineSlots];
+  unsigned count;
+  bool armed;  // the thread-exit hook is set
+  std::size_t total;
+  std::uint64_t rng;
+};
+thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")]] = {};
+
+void check_freed(const char* call, const void* p, std::size_t bytes) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (!all_bytes(c, 8, kFreedByte, kFreedWord) ||
+      !all_bytes(c + 16, std::min(bytes, kFilledBytes) - 16, kFreedByte, kFreedWord))
+    bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
+}
+
+// Gives a block that left the quarantine back to its slab.
+void release(void* p) {
+  if (in_pool_region(p))
+    pool_free(p);
+  else
+    pool_free_in(medium_slab_of(p), p);
+}
+
+// Removes slot `i`, returning its block after checking its fill.
+void* take_slot(Quarantine& q, unsigned i) {
+  void* p = q.block[i];
+  check_freed("free()", p, q.bytes[i]);
+  q.total -= q.bytes[i];
+  --q.count;
+  q.block[i] = q.block[q.count];
+  q.bytes[i] = q.bytes[q.count];
+  return p;
+}
+
+void empty(void* quarantine) {
+  auto& q = *static_cast<Quarantine*>(quarantine);
+  while (q.count > 0) release(take_slot(q, q.count - 1));
+}
+constinit os::ThreadExitHook g_quarantine_exit(&empty);
+
+// ---- zero-size region -----------------------------------------------------------------------
+
+constexpr std::size_t kZeroRegionBytes = std::size_t(64) << 20;
+constexpr std::size_t kZeroSlot = 16;
+constexpr std::size_t kZeroSlots = kZeroRegionBytes / kZeroSlot;  // 4M
+
+constinit os::Lock g_zero_lock;
+std::atomic<char*> g_zero_base{nullptr};
+std::atomic<std::uint64_t>* g_zero_live = nullptr;  // one bit per slot, set while handed out
+std::atomic<std::size_t> g_zero_next{0};            // slots below it were handed out at least once
+std::size_t g_zero_cursor = 0;  // once all were: where the search for a free one resumes
+bool g_zero_failed = false;
+
+char* zero_region() {
+  char* base = g_zero_base.load(std::memory_order_acquire);
+  if (base != nullptr) [[likely]]
+    return base;
+  os::LockGuard guard(g_zero_lock);
+  base = g_zero_base.load(std::memory_order_relaxed);
+  if (base != nullptr || g_zero_failed) return base;
+  // Address space only: a reservation is never committed, so it costs no memory. The live bits
+  // (512 KiB of address space) are touched a page per 32K blocks.
+  auto* bits = static_cast<std::atomic<std::uint64_t>*>(os::map(kZeroSlots / 8, 4096));
+  base = bits ? static_cast<char*>(os::reserve(kZeroRegionBytes, 4096)) : nullptr;
+  if (base == nullptr) {
+    if (bits) os::release(bits, kZeroSlots / 8);
+    g_zero_failed = true;
+    return nullptr;
+  }
+  g_zero_live = bits;
+  g_zero_base.store(base, std::memory_order_release);
+  return base;
+}
+
+}  // namespace
+
+void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept {
+  auto* c = static_cast<char*>(p);
+  std::memset(c + request, kSlackByte,
+              std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes));
+  const std::uint64_t trailer = (std::uint64_t(request) << 32) | trailer_check(p, request);
+  std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
+}
+
+std::size_t checked_request(const char* call, const void* p, std::size_t bytes) noexcept {
+  const auto* c = static_cast<const unsigned char*>(p);
+  std::uint64_t trailer;
+  std::memcpy(&trailer, c + bytes - kTrailerBytes, sizeof trailer);
+  const std::size_t request = trailer >> 32;
+  if (request > bytes - kTrailerBytes || std::uint32_t(trailer) != trailer_check(p, request))
+    bad_pointer(call, "heap overflow detected (the canary after the block was overwritten)", p);
+  if (!all_bytes(c + request, std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes),
+                 kSlackByte, kSlackWord))
+    bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
+  return request;
+}
+
+void fill_freed(void* p, std::size_t bytes) noexcept {
+  auto* c = static_cast<char*>(p);
+  std::memset(c, kFreedByte, 8);
+  std::memset(c + 16, kFreedByte, std::min(bytes, kFilledBytes) - 16);
+}
+
+void quarantine_put(void* p, std::size_t bytes) noexcept {
+  Quarantine& q = tl_quarantine;
+  if (!q.armed) {
+    q.armed = true;
+    q.rng = os::process_secret() ^ addr(&q);
+    g_quarantine_exit.arm(&q);
+  }
+  if (q.count == kQuarantineSlots || (q.count > 0 && q.total + bytes > kQuarantineBytes)) {
+    q.rng ^= q.rng << 13, q.rng ^= q.rng >> 7, q.rng ^= q.rng << 17;  // xorshift64
+    release(take_slot(q, unsigned(q.rng % q.count)));
+    // Still over the byte bound (a big block came in): the oldest slots leave too.
+    while (q.count > 0 && q.total + bytes > kQuarantineBytes) release(take_slot(q, 0));
+  }
+  q.block[q.count] = p;
+  q.bytes[q.count] = std::uint32_t(bytes);
+  ++q.count;
+  q.total += bytes;
+}
+
+bool quarantine_drain() noexcept {
+  const bool any = tl_quarantine.count > 0;
+  empty(&tl_quarantine);
+  return any;
+}
+
+void quarantine_check() noexcept {
+  const Quarantine& q = tl_quarantine;
+  for (unsigned i = 0; i < q.count; ++i) check_freed("exit", q.block[i], q.bytes[i]);
+}
+
+void* zero_alloc() noexcept {
+  char* base = zero_region();
+  if (base == nullptr) return nullptr;
+  std::size_t i = g_zero_next.load(std::memory_order_relaxed);
+  if (i < kZeroSlots) i = g_zero_next.fetch_add(1, std::memory_order_relaxed);
+  if (i < kZeroSlots) {
+    g_zero_live[i / 64].fetch_or(std::uint64_t(1) << (i % 64), std::memory_order_relaxed);
+    return base + i * kZeroSlot;
+  }
+  // Every slot was handed out once: reuse a freed one, searching on from the last found.
+  os::LockGuard guard(g_zero_lock);
+  for (std::size_t n = 0; n < kZeroSlots / 64; ++n) {
+    const std::size_t w = (g_zero_cursor + n) % (kZeroSlots / 64);
+    std::uint64_t bits = g_zero_live[w].load(std::memory_order_relaxed);
+    while (bits != ~std::uint64_t(0)) {
+      const std::uint64_t bit = ~bits & (bits + 1);  // lowest clear bit
+      bits = g_zero_live[w].fetch_or(bit, std::memory_order_relaxed);
+      if ((bits & bit) == 0) {
+        g_zero_cursor = w;
+        return base + (w * 64 + std::size_t(std::countr_zero(bit))) * kZeroSlot;
+      }
+    }
+  }
+  return nullptr;  // 4M zero-size blocks live
+}
+
+bool in_zero_region(const void* p) noexcept {
+  const char* base = g_zero_base.load(std::memory_order_acquire);
+  return base != nullptr && static_cast<const char*>(p) >= base &&
+         static_cast<const char*>(p) < base + kZeroRegionBytes;
+}
+
+namespace {
+// The slot of zero-size block `p` (in the region), reporting one never handed out.
+std::size_t zero_slot(const char* call, const void* p) {
+  const std::size_t off = std::size_t(static_cast<const char*>(p) - g_zero_base.load());
+  const std::size_t i = off / kZeroSlot;
+  if (off % kZeroSlot != 0 || i >= g_zero_next.load(std::memory_order_relaxed))
+    bad_pointer(call, "invalid pointer (not a zero-size block)", p);
+  return i;
+}
+}  // namespace
+
+void zero_check_live(const char* call, const void* p) noexcept {
+  const std::size_t i = zero_slot(call, p);
+  if ((g_zero_live[i / 64].load(std::memory_order_relaxed) & (std::uint64_t(1) << (i % 64))) == 0)
+    bad_pointer(call, "invalid pointer (a freed zero-size block)", p);
+}
+
+void zero_free(const char* call, void* p) noexcept {
+  const std::size_t i = zero_slot(call, p);
+  const std::uint64_t bit = std::uint64_t(1) << (i % 64);
+  if ((g_zero_live[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit) == 0)
+    bad_pointer(call, "double free detected (a zero-size block)", p);
+}
+
+}  // namespace ak::detail
