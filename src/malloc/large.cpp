@@ -109,9 +109,8 @@ void fill_slack(char* p, const Header* h, std::size_t request) {
 std::size_t large_checked_request_locked(const char* call, const void* p) {
   const Header* h = header_of(p);
   const auto* c = static_cast<const unsigned char*>(p);
-  for (std::size_t i = h->request, n = capacity_of(h); i < n; ++i)
-    if (c[i] != kSlackByte)
-      bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
+  if (!holds_only(c + h->request, capacity_of(h) - h->request, kSlackByte))
+    bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
   return h->request;
 }
 

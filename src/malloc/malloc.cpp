@@ -136,6 +136,25 @@ void free_medium(const char* call, Slab* s, void* p) {
   pool_free_in(s, p);
 }
 
+// The pooled class (small or medium) serving `size` bytes at alignment `align`, or kHeapClasses
+// when a large block must.
+inline unsigned pooled_class(std::size_t size, std::size_t align) {
+  if (size <= kMaxPooledSize && align <= kMaxPooledAlign) {
+    // malloc's table serves malloc's own guarantee only: an explicit 16-byte alignment of a
+    // request of 8 bytes or less must not get the 8-byte class.
+    const unsigned cls = align <= kMallocRequest ? malloc_class(size) : class_for(size, align);
+    if (cls < kClassCount) return cls;
+  }
+  if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign)
+    return class_of(size);
+  return kHeapClasses;
+}
+
+// A block of pooled class `cls`; classes that may be sealed go through alloc_sealable.
+inline void* alloc_pooled(unsigned cls) {
+  return class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
+}
+
 inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero);
 
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
@@ -143,23 +162,10 @@ inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, boo
 void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zero = false) {
   *zeroed = false;
   if constexpr (kSecureBuild) return secure_alloc(size, align, zeroed, want_zero);
-  if (size <= kMaxPooledSize && align <= kMaxPooledAlign) {
-    // malloc's table serves malloc's own guarantee only: an explicit 16-byte alignment of a
-    // request of 8 bytes or less must not get the 8-byte class.
-    const unsigned cls = align <= kMallocRequest ? malloc_class(size) : class_for(size, align);
-    if (cls < kClassCount) {
-      void* p = alloc_small(cls);
-      if (p == nullptr) errno = ENOMEM;
-      return p;
-    }
-  }
-  if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign) {
-    const unsigned cls = class_of(size);
-    void* p = class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
-    if (p == nullptr) errno = ENOMEM;
-    return p;
-  }
-  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
+  const unsigned cls = pooled_class(size, align);
+  void* p = cls < kHeapClasses
+                ? alloc_pooled(cls)
+                : large_alloc(size, std::max(align, kMallocAlign), zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
 }
@@ -172,7 +178,7 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 
 // A pooled block of class `cls` for a request of `size` bytes, armed (secure.hpp).
 inline void* secure_pooled(unsigned cls, std::size_t size) {
-  void* p = class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
+  void* p = alloc_pooled(cls);
   if (p != nullptr) arm_block(p, class_size(cls), size);
   return p;
 }
@@ -181,24 +187,17 @@ inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, boo
   if (size == 0 && align <= kMallocAlign)
     if (void* p = zero_alloc()) return p;
   // Room for the trailer, and never the 8-byte class (no room for the freed-block tag).
-  if (size <= kMaxMediumSize - kTrailerBytes) {
-    const std::size_t inner = std::max(size + kTrailerBytes, std::size_t(16));
-    unsigned cls = kHeapClasses;
-    if (inner <= kMaxPooledSize && align <= kMaxPooledAlign) {
-      const unsigned c = align <= kMallocRequest ? malloc_class(inner) : class_for(inner, align);
-      if (c < kClassCount) cls = c;
-    } else if (inner > kMaxPooledSize && align <= kMaxMediumAlign) {
-      cls = class_of(inner);
-    }
-    if (cls < kHeapClasses) {
-      void* p = secure_pooled(cls, size);
-      // Out of memory: what waits in this thread's quarantine is still memory.
-      if (p == nullptr && quarantine_drain()) p = secure_pooled(cls, size);
-      if (p == nullptr) errno = ENOMEM;
-      return p;
-    }
+  const unsigned cls = size > kMaxMediumSize
+                           ? kHeapClasses
+                           : pooled_class(std::max(size + kTrailerBytes, std::size_t(16)), align);
+  void* p = nullptr;
+  if (cls < kHeapClasses) {
+    p = secure_pooled(cls, size);
+    // Out of memory: what waits in this thread's quarantine is still memory.
+    if (p == nullptr && quarantine_drain()) p = secure_pooled(cls, size);
+  } else {
+    p = large_alloc(size, std::max(align, kMallocAlign), zeroed, want_zero);
   }
-  void* p = large_alloc(size, align < kMallocAlign ? kMallocAlign : align, zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
 }
@@ -224,10 +223,10 @@ inline Pooled secure_pooled_block(const char* call, const void* p,
   return Pooled{s, bytes};
 }
 
-// The size asked for of the block at `p`, its canaries checked.
-inline std::size_t secure_request(const char* call, const void* p) {
-  if (const Pooled b = secure_pooled_block(call, p); b.slab != nullptr)
-    return checked_request(call, p, b.bytes);
+// The size asked for of the block at `p` (pooled: `b`, from secure_pooled_block), its canaries
+// checked.
+inline std::size_t secure_request(const char* call, const void* p, Pooled b) {
+  if (b.slab != nullptr) return checked_request(call, p, b.bytes);
   if (in_zero_region(p)) {
     zero_check_live(call, p);
     return 0;
@@ -242,16 +241,16 @@ inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
                         std::size_t align = 0) {
   if (align > 1 && addr(p) % align != 0)
     bad_pointer(call, "invalid pointer (misaligned for the alignment given)", p);
-  if (in_zero_region(p)) {
-    if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
-    return zero_free(call, p);
-  }
-  if (!in_pool_region(p) && !in_medium_region(p)) {
+  const Pooled b = secure_pooled_block(call, p, "double free detected");
+  if (b.slab == nullptr) {
+    if (in_zero_region(p)) {
+      if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
+      return zero_free(call, p);
+    }
     if (!large_free(p, call, size))
       bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
     return;
   }
-  const Pooled b = secure_pooled_block(call, p, "double free detected");
   const std::size_t request = checked_request(call, p, b.bytes);
   if (size != kAnySize && size != request) bad_pointer(call, "sized free with the wrong size", p);
   if (b.bytes >= kSealableMediumBytes) return free_medium(call, b.slab, p);
@@ -263,8 +262,9 @@ inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
 // realloc of a live block (p and size not 0): in place while the new size fits the block without
 // wasting half of it, else a new block, the old one freed with every check.
 inline void* secure_realloc(void* p, std::size_t size) {
-  const std::size_t request = secure_request("realloc()", p);
-  if (const Pooled b = secure_pooled_block("realloc()", p); b.slab != nullptr) {
+  const Pooled b = secure_pooled_block("realloc()", p);
+  const std::size_t request = secure_request("realloc()", p, b);
+  if (b.slab != nullptr) {
     const std::size_t room = b.bytes - kTrailerBytes;
     if (size <= room && (size > room / 2 || room <= 24)) {
       arm_block(p, b.bytes, size);
@@ -493,7 +493,9 @@ void* ak_pvalloc(size_t size) noexcept {
 
 size_t ak_malloc_usable_size(void* p) noexcept {
   if (p == nullptr) return 0;
-  if constexpr (kSecureBuild) return secure_request("malloc_usable_size()", p);
+  if constexpr (kSecureBuild)
+    return secure_request("malloc_usable_size()", p,
+                          secure_pooled_block("malloc_usable_size()", p));
   return usable_or_die("malloc_usable_size()", p);
 }
 

@@ -14,8 +14,6 @@ namespace ak::detail {
 
 namespace {
 
-constexpr std::uint64_t kSlackWord = 0x0101010101010101ull * kSlackByte;
-constexpr std::uint64_t kFreedWord = 0x0101010101010101ull * kFreedByte;
 // The slack bytes filled and checked after a request: a linear overflow writes them first, and
 // whatever goes further reaches the trailer.
 constexpr std::size_t kSlackCanaryBytes = 16;
@@ -28,26 +26,6 @@ std::uint32_t trailer_check(const void* p, std::size_t request) {
   const std::uint64_t h =
       (addr(p) ^ (std::uint64_t(request) << 40) ^ os::process_secret()) * 0x9E3779B97F4A7C15ull;
   return std::uint32_t(h >> 32);
-}
-
-// Whether [p, p + n) holds only `byte` (`word` is it repeated). Aligned words are compared four
-// at a time with no branch inside, so the compiler keeps it to loads, XORs and ORs.
-bool all_bytes(const unsigned char* p, std::size_t n, unsigned char byte, std::uint64_t word) {
-  for (; n > 0 && (addr(p) & 7) != 0; --n)
-    if (*p++ != byte) return false;
-  std::uint64_t diff = 0;
-  for (; n >= 32; n -= 32, p += 32) {
-    std::uint64_t w[4];
-    std::memcpy(w, p, 32);
-    diff |= (w[0] ^ word) | (w[1] ^ word) | (w[2] ^ word) | (w[3] ^ word);
-  }
-  for (; n >= 8; n -= 8, p += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    diff |= w ^ word;
-  }
-  for (; n > 0; --n) diff |= *p++ ^ byte;
-  return diff == 0;
 }
 
 // ---- quarantine ---------------------------------------------------------------------------
@@ -67,8 +45,8 @@ thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")
 
 void check_freed(const char* call, const void* p, std::size_t bytes) {
   const auto* c = static_cast<const unsigned char*>(p);
-  if (!all_bytes(c, 8, kFreedByte, kFreedWord) ||
-      !all_bytes(c + 16, std::min(bytes, kFilledBytes) - 16, kFreedByte, kFreedWord))
+  if (!holds_only(c, 8, kFreedByte) ||
+      !holds_only(c + 16, std::min(bytes, kFilledBytes) - 16, kFreedByte))
     bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
 }
 
@@ -148,8 +126,8 @@ std::size_t checked_request(const char* call, const void* p, std::size_t bytes) 
   const std::size_t request = trailer >> 32;
   if (request > bytes - kTrailerBytes || std::uint32_t(trailer) != trailer_check(p, request))
     bad_pointer(call, "heap overflow detected (the canary after the block was overwritten)", p);
-  if (!all_bytes(c + request, std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes),
-                 kSlackByte, kSlackWord))
+  if (!holds_only(c + request, std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes),
+                  kSlackByte))
     bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
   return request;
 }

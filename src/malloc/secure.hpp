@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace ak::detail {
 
@@ -19,6 +20,27 @@ inline constexpr unsigned char kSlackByte = 0xac;
 inline constexpr unsigned char kFreedByte = 0xdf;
 // A size the caller does not state (plain free): no size check.
 inline constexpr std::size_t kAnySize = ~std::size_t(0);
+
+// Whether [p, p + n) holds only `byte`. Aligned words are compared four
+// at a time with no branch inside, so the compiler keeps it to loads, XORs and ORs.
+inline bool holds_only(const unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  const std::uint64_t word = 0x0101010101010101ull * byte;
+  for (; n > 0 && (reinterpret_cast<std::uintptr_t>(p) & 7) != 0; --n)
+    if (*p++ != byte) return false;
+  std::uint64_t diff = 0;
+  for (; n >= 32; n -= 32, p += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p, 32);
+    diff |= (w[0] ^ word) | (w[1] ^ word) | (w[2] ^ word) | (w[3] ^ word);
+  }
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    diff |= w ^ word;
+  }
+  for (; n > 0; --n) diff |= *p++ ^ byte;
+  return diff == 0;
+}
 
 // Writes the slack canary after `request` bytes of block `p` (`bytes` long, request <= bytes - 8)
 // and its trailer: two stores of at most 16 bytes.
