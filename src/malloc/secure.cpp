@@ -22,10 +22,14 @@ constexpr std::size_t kSlackCanaryBytes = 16;
 // 2.3x the time on bench-malloc-simple (blocks up to 4 KiB) for writes deeper than that.
 constexpr std::size_t kFilledBytes = 128;
 
+// The low half of a block's trailer: its first byte (the one an overflow writes first) is
+// kSlackByte, so a one-byte overflow is caught whatever the key, unless it writes that very byte
+// (never a string's terminating zero); the other 24 bits are keyed by the process secret and the
+// block's address, so a longer overwrite cannot forge them.
 std::uint32_t trailer_check(const void* p, std::size_t request) {
   const std::uint64_t h =
       (addr(p) ^ (std::uint64_t(request) << 40) ^ os::process_secret()) * 0x9E3779B97F4A7C15ull;
-  return std::uint32_t(h >> 32);
+  return (std::uint32_t(h >> 32) & ~0xffu) | kSlackByte;
 }
 
 // ---- quarantine ---------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-// The secure build's block checks (AK_SECURE, liballockit-secure; docs/security.md). Compiled into
-// both builds, called by malloc.cpp only when kSecureBuild. A pooled block ends in an 8-byte
-// trailer (the request, 32 bits, and a check keyed by the process secret and the block's
-// address); the first 16 bytes between the request and the trailer (the slack) hold kSlackByte,
-// so a write one byte past the request is seen at free (a linear overflow writes them first).
-// Freed blocks are filled with kFreedByte over their first 128 bytes and wait in a per-thread
-// quarantine; the fill is checked when they leave it. malloc(0) returns
-// addresses in a region no access may touch. Every report names the call, the kind of error and
-// the address, and aborts without allocating.
+// The secure build's block checks (AK_SECURE, liballockit-secure; docs/security.md). secure.cpp
+// is part of the secure build only; malloc.cpp calls these only when kSecureBuild. A pooled block
+// ends in an 8-byte trailer: the request (32 bits) and a check, a kSlackByte first, then 24 bits
+// keyed by the process secret and the block's address. The first 16 bytes between the request
+// and the trailer (the slack) hold kSlackByte too, so a write one byte past the request is seen
+// at free (a linear overflow writes them first). Freed blocks are filled with kFreedByte over
+// their first 128 bytes and wait in a per-thread quarantine; the fill is checked when they leave
+// it. malloc(0) returns addresses in a region no access may touch. Every report names the call,
+// the kind of error and the address, and aborts without allocating.
 #pragma once
 
 #include <cstddef>

@@ -329,10 +329,12 @@ std::size_t random_size(std::mt19937_64& rng) {
       Live b{static_cast<char*>(ak_malloc(1 + rng() % 300)), 0};
       b.n = ak_malloc_usable_size(b.p);
       switch (kind) {
-        case kOverflow:
-          poke(b.p, b.n + rng() % 8);
+        case kOverflow: {  // one byte changed within 8 past the request: slack or trailer
+          const std::size_t at = b.n + rng() % 8;
+          poke(b.p, at, char(~b.p[at]));
           live.push_back(b);
           break;
+        }
         case kWriteAfterFree:
           ak_free(b.p);
           // Within the bytes a freed block has filled (its first 128).
