@@ -1,6 +1,7 @@
 // Thread heaps and every slow path of the shared pools: heap hand-out and hand-back at thread exit,
 // slab setup and retirement, lazy carving, lock-free remote frees and their collection, and the
 // checked (debug) slabs. Invariants are listed in include/allockit/detail/shared_pool.hpp.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -139,6 +140,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
   s->checked = g_checked_slabs;
+  s->bin_class = s->checked ? kNoBin : std::uint8_t(cls);
   s->owner_tag = addr(h) | (s->checked ? 1 : 0);
   s->block_size = std::uint32_t(block);
   s->capacity = std::uint32_t(capacity);
@@ -152,16 +154,17 @@ Slab* new_slab(Heap* h, unsigned cls) {
   return s;
 }
 
-// Threads the never-used blocks that start in the carve point's page onto the slab's free list
-// (at least one): carving writes each block's first word, so it touches exactly one new page.
+// Threads the never-used blocks that start in the carve point's page onto `list` (at least one,
+// at most `most`): carving writes each block's first word, so it touches exactly one new page.
 // (Carving a fixed 4 KiB from just after the header touched two pages per slab, a fault more
 // for every size class a short process uses.)
-void carve(Slab* s, PoolBlock*& list) {
+void carve(Slab* s, PoolBlock*& list, std::size_t most) {
   char* const from = s->carve.load(std::memory_order_relaxed);
   const std::size_t n_fit = std::size_t(s->end - from) / s->block_size;
   const std::size_t page_left = kCarvePage - (addr(from) & (kCarvePage - 1));
   std::size_t n = (page_left + s->block_size - 1) / s->block_size;
   if (n > n_fit) n = n_fit;
+  if (n > most) n = most;
   char* p = from;
   for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
     reinterpret_cast<PoolBlock*>(p)->next = reinterpret_cast<PoolBlock*>(p + s->block_size);
@@ -170,42 +173,79 @@ void carve(Slab* s, PoolBlock*& list) {
   s->carve.store(from + n * s->block_size, std::memory_order_relaxed);
 }
 
-// The list a slab of `h` keeps its free blocks on: its bin's while it is the current unchecked
-// slab, its own otherwise.
-PoolBlock*& free_list(Heap* h, Slab* s) {
-  if (s->checked) return s->checked_free;
-  return s->counted ? s->free : h->bins[s->size_class].free;
+// The list a slab keeps its free blocks on while they are home (not in a bin).
+PoolBlock*& own_list(Slab* s) {
+  return s->checked ? s->checked_free : s->free;
 }
 
-// Hands out one block of a current slab, carving if needed; null when the slab is exhausted.
-void* take_block(Heap* h, Slab* s) {
-  PoolBlock*& list = free_list(h, s);
-  if (list == nullptr && s->carve.load(std::memory_order_relaxed) != s->end) carve(s, list);
+// Moves free blocks of slab `s` onto the empty bin `bin`: all its blocks home if the bin can hold
+// them, else up to `want` (its own list first, then newly carved ones); returns how many. Carving
+// stops at the carve point's page, so a refill touches at most one new page.
+std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
+  // Blocks home: every carved one not counted in `used`. All of them move when the bin can hold
+  // them, in one splice.
+  const auto home = std::uint32_t(
+      std::size_t(s->carve.load(std::memory_order_relaxed) - s->data) / s->block_size - s->used);
+  if (home > 0 && home <= bin.limit) {
+    bin.free = s->free;
+    bin.count = home;
+    s->free = nullptr;
+    s->used += home;
+    return home;
+  }
+  PoolBlock* list = nullptr;
+  std::uint32_t n = 0;
+  for (PoolBlock* b = s->free; b != nullptr && n < want; b = s->free, ++n) {
+    s->free = b->next;
+    b->next = list;
+    list = b;
+  }
+  if (n < want && s->carve.load(std::memory_order_relaxed) != s->end) {
+    PoolBlock* carved = nullptr;
+    carve(s, carved, want - n);
+    while (carved != nullptr) {
+      PoolBlock* b = carved;
+      carved = b->next;
+      b->next = list;
+      list = b;
+      ++n;
+    }
+  }
+  s->used += n;
+  bin.free = list;
+  bin.count = n;
+  return n;
+}
+
+// Hands out one block of checked (debug) slab `s`, carving if needed; null when it is exhausted.
+// Checked blocks never enter a bin: every allocation and free of them takes the slow path.
+void* take_checked_block(Slab* s) {
+  PoolBlock*& list = s->checked_free;
+  if (list == nullptr && s->carve.load(std::memory_order_relaxed) != s->end) carve(s, list, 1);
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
   list = b->next;
-  if (s->checked) mark_live(s, b);
+  ++s->used;
+  mark_live(s, b);
   return b;
 }
 
-// `s` becomes its bin's current slab: its free list moves to the bin, its count stops, and the
-// fast free's key names it.
-void make_current(Heap* h, Bin& bin, Slab* s) {
-  s->counted = false;
-  s->current_key.store(s->checked ? 0 : addr(h) | s->size_class, std::memory_order_relaxed);
-  bin.current = s;
-  bin.free = s->free;
-  s->free = nullptr;
+// Whether slab `s` has nothing left to give: no block home and none left to carve.
+bool exhausted(const Slab* s) {
+  return s->free == nullptr && s->checked_free == nullptr &&
+         s->carve.load(std::memory_order_relaxed) == s->end;
 }
 
-// The current slab `s` stops being current: its free list comes back from the bin. The caller
-// sets `used`.
-void stop_current(Bin& bin, Slab* s) {
-  s->current_key.store(0, std::memory_order_relaxed);
-  s->counted = true;
-  bin.current = &g_empty_slab;
-  s->free = bin.free;
-  bin.free = nullptr;
+// `s` becomes its class's current slab in `h`: refills come from it, and it is never retired.
+void make_current(Heap* h, Slab* s) {
+  s->current = true;
+  h->current[s->size_class] = s;
+}
+
+// The current slab `s` stops being current. The caller puts it on a list or retires it.
+void stop_current(Heap* h, Slab* s) {
+  s->current = false;
+  h->current[s->size_class] = &g_empty_slab;
 }
 
 // A full slab waits on its class's full list until rejoin_at() says enough of it is free again.
@@ -249,11 +289,12 @@ void retire_kept_empty(Heap* h) {
     }
 }
 
-// `n` blocks of non-current slab `s` came home: settles it if its count crossed `settle_at`.
-void after_counted_frees(Heap* h, Slab* s, std::uint32_t n) {
+// `n` blocks of slab `s` of `h` came home: a slab that is not current settles if its count
+// crossed `settle_at`.
+void after_frees(Heap* h, Slab* s, std::uint32_t n) {
   const std::uint32_t before = s->used;
   s->used -= n;
-  if (before > s->settle_at && s->used <= s->settle_at) settle(h, s);
+  if (!s->current && before > s->settle_at && s->used <= s->settle_at) settle(h, s);
 }
 
 // Out of memory for a new slab: a full slab of class `cls` that has any free block at all (it
@@ -335,12 +376,145 @@ void collect_remote(Heap* h) {
       n = std::uint32_t(w[3]);
     }
     PoolBlock* next = last->next;
-    PoolBlock*& list = free_list(h, s);
+    PoolBlock*& list = own_list(s);
     last->next = list;
     list = b;
-    if (s->counted) after_counted_frees(h, s, n);
+    after_frees(h, s, n);
     b = next;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bins: bounded per-class caches of free blocks in front of the slabs
+// ---------------------------------------------------------------------------------------------
+
+// Bin limits adapt as tcmalloc's free lists do. A bin starts at start_limit(); each time it runs
+// empty its limit doubles (the program wanted more blocks of the class than it kept), up to
+// kMaxBinBlocks and while the heap's bins together may hold at most kHeapBinBytes; a bin that
+// overflows more than kMaxOverflows times without running empty in between halves it again (a
+// long run of frees: the program is giving memory back). A full bin sends its older half home.
+// What a thread that frees everything and goes idle keeps is its bins: at most kHeapBinBytes, each
+// block pinning at most one otherwise empty slab; a long run of frees first shrinks them to their
+// start limits.
+constexpr std::uint32_t kMaxBinBlocks = 8192;
+constexpr std::size_t kHeapBinBytes = std::size_t(2) << 20;
+constexpr std::uint8_t kMaxOverflows = 3;
+
+// A bin's first limit: about 16 KiB of blocks, at least 8 and at most 64; a medium class starts
+// at one block.
+struct StartLimits {
+  std::uint32_t of[kHeapClasses];
+  constexpr StartLimits() : of{} {
+    for (unsigned c = 0; c < kHeapClasses; ++c)
+      of[c] = c >= kClassCount
+                  ? 1
+                  : std::uint32_t(std::clamp<std::size_t>((16 << 10) / class_size(c), 8, 64));
+  }
+};
+constexpr StartLimits kStartLimits;
+
+std::uint32_t start_limit(unsigned cls) {
+  return kStartLimits.of[cls];
+}
+
+// Sets a bin's limit; the heap's budget counts what limits have grown past their start.
+void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
+  Bin& bin = h->bins[cls];
+  const std::uint32_t base = start_limit(cls);
+  h->bin_bytes =
+      h->bin_bytes - (bin.limit - base) * class_size(cls) + (limit - base) * class_size(cls);
+  bin.limit = limit;
+}
+
+void trim_bin(Heap* h, unsigned cls, std::uint32_t keep);
+
+// Whether the heap's budget has room for `bytes` more of bin limits. When it has not, the next
+// class in turn with a grown limit gives up half of it (its bin trimmed to fit): one class per
+// call, so a class that can never fit costs its underflows a constant, and the budget drifts to
+// the classes in use. It looks at kStealTries classes at most.
+constexpr unsigned kStealTries = 8;
+bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
+  if (h->bin_bytes + bytes <= kHeapBinBytes) return true;
+  for (unsigned tried = 0; tried < kStealTries; ++tried) {
+    const unsigned c = h->steal_next;
+    h->steal_next = (c + 1) % kHeapClasses;
+    if (c == cls || h->bins[c].limit <= start_limit(c)) continue;
+    set_limit(h, c, std::max(start_limit(c), h->bins[c].limit / 2));
+    trim_bin(h, c, h->bins[c].limit);
+    break;
+  }
+  return h->bin_bytes + bytes <= kHeapBinBytes;
+}
+
+// The bin of class `cls` ran empty: its limit doubles, within the heap's budget.
+void grow_limit(Heap* h, unsigned cls) {
+  h->bin_overflows[cls] = 0;
+  const std::uint32_t limit = h->bins[cls].limit;
+  const std::uint32_t grown = std::min(limit * 2, kMaxBinBlocks);
+  if (grown > limit && steal_budget(h, cls, (grown - limit) * class_size(cls)))
+    set_limit(h, cls, grown);
+}
+
+// The bin of class `cls` is full: after kMaxOverflows overflows in a row its limit halves.
+void after_overflow(Heap* h, unsigned cls) {
+  if (++h->bin_overflows[cls] <= kMaxOverflows) return;
+  h->bin_overflows[cls] = 0;
+  set_limit(h, cls, std::max(start_limit(cls), h->bins[cls].limit / 2));
+}
+
+// The slab block `b` of class `cls` belongs to.
+Slab* slab_of_class(const void* b, unsigned cls) {
+  return cls < kClassCount ? slab_of(b) : medium_slab_of(b);
+}
+
+// Sends the chain of `n` blocks of class `cls` starting at `b` home: each block of one of h's
+// slabs goes back onto that slab's list (settling it), each block of another heap's slab into the
+// batch for that heap.
+void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
+  while (b != nullptr) {
+    Slab* s = slab_of_class(b, cls);
+    if (slab_owner(s) != h) {
+      PoolBlock* next = b->next;
+      batch_remote(h, s, b);
+      b = next;
+      continue;
+    }
+    // A run of blocks of one slab (blocks freed in allocation order come in runs) goes home as
+    // one splice and one count.
+    PoolBlock* last = b;
+    std::uint32_t n = 1;
+    while (last->next != nullptr && slab_of_class(last->next, cls) == s) {
+      last = last->next;
+      ++n;
+    }
+    PoolBlock* next = last->next;
+    last->next = s->free;
+    s->free = b;
+    after_frees(h, s, n);
+    b = next;
+  }
+}
+
+// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home.
+void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
+  Bin& bin = h->bins[cls];
+  if (bin.count <= keep) return;
+  PoolBlock* rest = bin.free;
+  if (keep == 0) {
+    bin.free = nullptr;
+  } else {
+    PoolBlock* last = bin.free;
+    for (std::uint32_t i = 1; i < keep; ++i) last = last->next;
+    rest = last->next;
+    last->next = nullptr;
+  }
+  bin.count = keep;
+  release_chain(h, rest, cls);
+}
+
+// Sends every block in h's bins home.
+void empty_bins(Heap* h) {
+  for (unsigned cls = 0; cls < kHeapClasses; ++cls) trim_bin(h, cls, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,6 +536,7 @@ Heap* acquire_heap() {
       }
       h = ::new (g_heap_chunk) Heap(&g_empty_slab);
       h->is_real = true;
+      for (unsigned cls = 0; cls < kHeapClasses; ++cls) h->bins[cls].limit = start_limit(cls);
       g_heap_chunk += align_up(sizeof(Heap), 64);
       g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
       ++g_heap_count;
@@ -373,22 +548,16 @@ Heap* acquire_heap() {
 }
 
 void abandon_heap(Heap* h) {
+  empty_bins(h);
   flush_outgoing(h);
   collect_remote(h);
   retire_kept_empty(h);
-  for (Bin& bin : h->bins) {
-    Slab* s = bin.current;
+  for (Slab* s : h->current) {
     if (s == &g_empty_slab) continue;
-    stop_current(bin, s);
-    // Recount: every carved block not on a free list is in use (or on its way home).
-    std::uint32_t on_lists = 0;
-    for (PoolBlock* b = s->free; b; b = b->next) ++on_lists;
-    for (PoolBlock* b = s->checked_free; b; b = b->next) ++on_lists;
-    s->used = std::uint32_t((s->carve.load(std::memory_order_relaxed) - s->data) / s->block_size) -
-              on_lists;
+    stop_current(h, s);
     if (s->used == 0) {
       retire_slab(s);
-    } else if (s->free || s->checked_free || s->carve.load(std::memory_order_relaxed) != s->end) {
+    } else if (!exhausted(s)) {
       link(h, s);
     } else {
       mark_full(h, s);
@@ -404,6 +573,41 @@ void on_thread_exit(void* heap) {
   abandon_heap(static_cast<Heap*>(heap));
 }
 
+// A block of class `cls` from h's current slab: its free blocks (up to half a bin's worth) refill
+// the bin, which hands out the first; a checked slab hands out one block straight. Null when
+// there is no current slab or it is exhausted.
+void* take_from_current(Heap* h, unsigned cls) {
+  Slab* s = h->current[cls];
+  if (s == &g_empty_slab) return nullptr;
+  if (s->checked) return take_checked_block(s);
+  Bin& bin = h->bins[cls];
+  return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop(cls)
+                                                                            : nullptr;
+}
+
+// The bin of class `cls` is empty: a block from the current slab, or, after taking remote frees
+// home, from another slab with free blocks or a new one, which becomes current. Null when out of
+// memory.
+void* refill(Heap* h, unsigned cls) {
+  grow_limit(h, cls);
+  if (void* p = take_from_current(h, cls)) return p;
+  flush_outgoing(h);
+  collect_remote(h);
+  if (void* p = take_from_current(h, cls)) return p;
+  if (Slab* s = h->current[cls]; s != &g_empty_slab) {
+    stop_current(h, s);
+    mark_full(h, s);  // exhausted: every block is out
+  }
+  Slab* s = h->avail[cls];
+  if (s) {
+    unlink(h, s);
+  } else if ((s = new_slab(h, cls)) == nullptr && (s = full_with_free(h, cls)) == nullptr) {
+    return nullptr;
+  }
+  make_current(h, s);
+  return take_from_current(h, cls);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -414,49 +618,36 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   Heap* h = tl_heap;
   // A class this thread has no slab of yet starts in the starter slab; a thread that stays there
   // never needs a heap.
-  if (h->bins[cls].current == &g_empty_slab && h->avail[cls] == nullptr &&
-      h->full[cls] == nullptr && !g_checked_slabs)
+  if (h->current[cls] == &g_empty_slab && h->avail[cls] == nullptr && h->full[cls] == nullptr &&
+      !g_checked_slabs)
     if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
-  Bin& bin = h->bins[cls];
-  if (bin.current != &g_empty_slab)
-    if (void* p = take_block(h, bin.current)) return p;
-  flush_outgoing(h);
-  collect_remote(h);
-  if (Slab* s = bin.current; s != &g_empty_slab) {
-    if (void* p = take_block(h, s)) return p;
-    stop_current(bin, s);
-    s->used = s->capacity;  // exhausted: every block is out; it leaves the bin until some return
-    mark_full(h, s);
-  }
-  Slab* s = h->avail[cls];
-  if (s) {
-    unlink(h, s);
-  } else if ((s = new_slab(h, cls)) == nullptr && (s = full_with_free(h, cls)) == nullptr) {
-    return nullptr;
-  }
-  make_current(h, bin, s);
-  return take_block(h, s);
-}
-
-void pool_after_local_free(Slab* slab) noexcept {
-  settle(slab_owner(slab), slab);
+  return refill(h, cls);
 }
 
 void pool_free_other(Slab* s, void* p) noexcept {
   if (s->starter) return starter_free(s, p);
   if (s->checked) mark_free(s, p);
   Heap* h = tl_heap;
-  if (slab_owner(s) != h) {
-    if (h->is_real) return batch_remote(h, s, p);
-    auto* b = static_cast<PoolBlock*>(p);
-    return remote_push(s, b, b, 1);  // a thread without a heap has nowhere to batch
-  }
-  // A checked slab of this thread: the fast path skipped it on purpose.
   auto* b = static_cast<PoolBlock*>(p);
-  b->next = s->checked_free;
-  s->checked_free = b;
-  if (s->counted) after_counted_frees(h, s, 1);
+  if (!h->is_real) {
+    // A thread without a heap (or past its exit) has nowhere to cache or batch: straight home.
+    return remote_push(s, b, b, 1);
+  }
+  if (s->checked) {
+    if (slab_owner(s) != h) return batch_remote(h, s, p);
+    b->next = s->checked_free;
+    s->checked_free = b;
+    return after_frees(h, s, 1);
+  }
+  // A full bin: its older half goes home, then the block joins it.
+  const unsigned cls = s->bin_class;
+  Bin& bin = h->bins[cls];
+  after_overflow(h, cls);
+  trim_bin(h, cls, bin.limit / 2);
+  b->next = bin.free;
+  bin.free = b;
+  ++bin.count;
 }
 
 void pool_free_slow(void* p) noexcept {
@@ -473,7 +664,8 @@ void pool_check_pointer(const void* p) noexcept {
 }
 
 void pool_settle_remote() noexcept {
-  flush_outgoing(tl_heap);  // the sentinel heap never holds any
+  if (tl_heap->is_real) empty_bins(tl_heap);  // a trim gives back what this thread keeps, too
+  flush_outgoing(tl_heap);                    // the sentinel heap never holds any
   retire_kept_empty(tl_heap);
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).

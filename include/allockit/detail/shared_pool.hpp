@@ -1,17 +1,21 @@
 // Inline fast paths of the shared size-class pools (pool.hpp). Internal: only pool.hpp includes it.
 // A slab is a 64 KiB-aligned run of same-class blocks whose header sits in its first page, at an
 // offset its address gives (slab_of), so a block's slab is computed, never looked up. Each slab
-// belongs to one thread heap. Invariants:
-// - only the owner thread touches `free`, `used`, `settle_at`, `full` and the heap's bins (a heap
-//   no thread owns is touched only under the hand-out lock, by pool_settle_remote);
-// - other threads never write a slab header (a debug slab's atomic live bits aside): their frees
-//   go onto the owning heap's `remote_blocks` stack, in chains (one CAS per chain), and the owner
-//   sorts them back into their slabs;
-// - `used` is kept only while a slab is not current (`counted`): the current slab is never
-//   retired, and its count is recomputed when it stops being current, so its fast paths touch no
-//   counter at all;
-// - the current slab's free blocks live on its bin's `free` list, not the slab's: the fast paths
-//   reach them in one load from the heap (its `free` field stays null while it is current).
+// belongs to one thread heap. In front of the slabs, each thread heap keeps a bin per class: a
+// bounded LIFO list of free blocks of that class from any slab, its own or another heap's. Frees
+// push onto the freeing thread's bin and allocations pop from it, so a block freed is the next
+// one handed out, still in cache, and neither path branches on which slab a block is in. A full
+// bin sends its older half home; an empty one refills from the heap's slabs. Invariants:
+// - only the owner thread touches its bins and its slabs' `free`, `used`, `settle_at`, `full`
+//   (a heap no thread owns is touched only under the hand-out lock, by pool_settle_remote);
+// - other threads never write a slab header (a debug slab's atomic live bits aside): blocks they
+//   send home go onto the owning heap's `remote_blocks` stack, in chains (one CAS per chain), and
+//   the owner sorts them back into their slabs;
+// - `used` counts a slab's carved blocks that are not on its own `free` list: with users, in any
+//   heap's bin, or on their way home. Only slow paths change it; a slab that is not its class's
+//   current one is retired when it reaches zero;
+// - a bin holds at most `limit` blocks, so a thread keeps a bounded amount of free memory (and
+//   pins at most that many otherwise empty slabs) until it next frees or exits.
 #pragma once
 
 #include <atomic>
@@ -35,20 +39,23 @@ inline constexpr std::size_t kMediumDataOffset = 4096;
 // (src/malloc/freed_guard.hpp); a retired slab of such a class is made accessible again.
 inline constexpr std::size_t kSealableMediumBytes = std::size_t(128) << 10;
 
+inline constexpr std::uint8_t kNoBin = 0xff;  // Slab::bin_class of slabs whose frees go slow
+static_assert(kHeapClasses < kNoBin);
+
 struct PoolBlock {
   PoolBlock* next;
 };
 struct Heap;
 
 struct alignas(64) Slab {
-  // Read-mostly line: set when the slab is set up (`counted` flips only when the slab stops or
-  // starts being current; `carve` moves once per page of blocks). Every free reads it, remote
-  // ones included, so nothing hot writes it.
-  std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked, so fast frees miss
-  // Owning Heap address | size class while this is its bin's current unchecked slab, else 0: the
-  // one test of the fast free. Written by the owner only; others read it and never match.
-  std::atomic<std::uintptr_t> current_key;
-  bool counted;  // not the current slab of its bin: `used` is maintained
+  // Read-mostly line: set when the slab is set up (`current` flips only when the slab stops or
+  // starts being its class's current one; `carve` moves once per page of blocks). Every free
+  // reads it, so nothing hot writes it.
+  std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked
+  // The bin the fast free pushes this slab's blocks onto: its class, or kNoBin (the starter slab,
+  // checked slabs), which sends every free out of line.
+  std::uint8_t bin_class = kNoBin;
+  bool current;  // its class's current slab in its owner heap: refills come from it
   bool checked;  // debug slab: state bits kept, every operation takes the slow path
   bool starter;  // the starter slab: blocks of many classes, never reused (pool/starter_slab.hpp)
   std::uint8_t size_class;
@@ -61,8 +68,8 @@ struct alignas(64) Slab {
   // it (relaxed: a block handed out was carved before, so its thread sees at least that much).
   std::atomic<char*> carve;
   // Owner line: written by the owner thread only.
-  alignas(64) PoolBlock* free;  // if counted: blocks ready to hand out (else null: see Bin::free)
-  std::uint32_t used;           // if counted: blocks handed out, counting remote frees not home yet
+  alignas(64) PoolBlock* free;  // free blocks home in this slab (not in any bin)
+  std::uint32_t used;           // carved blocks not on `free` (see the invariants above)
   std::uint32_t settle_at;  // `used` at which a free settles the slab: 0, or rejoin_at() if full
   bool full;                // not current, (almost) nothing free: off the avail list
   Slab* prev;               // the owner heap's avail or full list of its class (not while current)
@@ -78,8 +85,9 @@ inline Heap* slab_owner(const Slab* s) noexcept {
 
 // What the fast paths need of one size class, in 16 bytes so it never straddles a cache line.
 struct alignas(16) Bin {
-  PoolBlock* free;  // free blocks of `current` (unchecked slabs only)
-  Slab* current;    // never null: an empty sentinel until first use
+  PoolBlock* free = nullptr;  // free blocks of this class, any slab's, most recently freed first
+  std::uint32_t count = 0;    // blocks on `free`
+  std::uint32_t limit = 0;    // most blocks `free` may hold; 0 in the sentinel heap
 };
 
 // Frees this thread made into one slab of another heap, not yet handed over: pushed onto that
@@ -95,17 +103,19 @@ struct RemoteBatch {
   std::uint32_t count = 0;
 };
 inline constexpr std::uint32_t kChainInfoMin = 32;
-inline constexpr std::uintptr_t kKeyClassMask = 63;  // Heap is 64-aligned: the class fits below
-static_assert(kHeapClasses <= kKeyClassMask + 1);
 
 inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
 struct alignas(64) Heap {
   constexpr explicit Heap(Slab* empty) noexcept {
-    for (Bin& b : bins) b = Bin{nullptr, empty};
+    for (Slab*& s : current) s = empty;
   }
   Bin bins[kHeapClasses];
+  Slab* current[kHeapClasses] = {};  // per class: the slab refills come from (never null)
+  std::uint8_t bin_overflows[kHeapClasses] = {};  // per class: overflows since it last ran empty
+  std::size_t bin_bytes = 0;                      // the bins' limits together, in bytes
+  unsigned steal_next = 0;                        // the class whose limit budget goes next
   Slab* avail[kHeapClasses] = {};        // per class: other slabs with free or carvable blocks
   Slab* full[kHeapClasses] = {};         // per class: slabs waiting for enough frees to rejoin
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
@@ -123,10 +133,11 @@ struct alignas(64) Heap {
 extern constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec")));
 
 void* pool_alloc_slow(unsigned cls) noexcept;
-void pool_after_local_free(Slab* slab) noexcept;     // slab emptied, or full slab may rejoin
-void pool_free_other(Slab* slab, void* p) noexcept;  // remote free, or a checked slab
-void pool_check_pointer(const void* p) noexcept;     // aborts unless p lies in a pool region
-void pool_free_slow(void* p) noexcept;               // pool_free, out of line
+// The frees the fast path leaves: a full bin, a thread without a heap, the starter slab, checked
+// slabs.
+void pool_free_other(Slab* slab, void* p) noexcept;
+void pool_check_pointer(const void* p) noexcept;  // aborts unless p lies in a pool region
+void pool_free_slow(void* p) noexcept;            // pool_free, out of line
 // The size of block `p` of the starter slab `s` (0 if `p` is not one of its blocks).
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
 
@@ -189,19 +200,20 @@ inline Slab* slab_of(const void* p) noexcept {
   return reinterpret_cast<Slab*>(base + slab_color_offset(base));
 }
 
-// Pops a block of class `cls` from this thread's current slab, or returns null when that list is
-// empty (nothing else is tried). Three dependent loads, one branch, one store.
+// Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
+// (nothing else is tried). Three dependent loads, one branch, two stores.
 inline void* pool_pop(unsigned cls) noexcept {
   Bin& bin = tl_heap->bins[cls];
   PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return nullptr;
   bin.free = b->next;
+  --bin.count;
   return b;
 }
 
 // Pops a block of class `cls`, or null when out of memory. Fast path: pool_pop; no lock, no
-// atomic, no counter.
+// atomic.
 inline void* pool_alloc(unsigned cls) noexcept {
   if (void* p = pool_pop(cls)) [[likely]]
     return p;
@@ -216,32 +228,22 @@ inline std::uint32_t rejoin_at(const Slab* s) noexcept {
   return s->capacity - (s->capacity / 16 > 0 ? s->capacity / 16 : 1);
 }
 
-// Pushes `p` on the list of its non-current local slab `s`; settles the slab when it empties or,
-// if full, when enough of it is free to rejoin (one compare: `settle_at`).
-inline void pool_free_counted(Slab* s, void* p) noexcept {
-  auto* b = static_cast<PoolBlock*>(p);
-  b->next = s->free;
-  s->free = b;
-  if (--s->used == s->settle_at) [[unlikely]]
-    pool_after_local_free(s);
-}
-
-inline void pool_push(Bin& bin, void* p) noexcept {
-  auto* b = static_cast<PoolBlock*>(p);
-  b->next = bin.free;
-  bin.free = b;
-}
-
-// Returns block `p` of slab `s` (small or medium) to it. Fast path (owner thread, current
-// slab): three loads, one compare, two stores; a non-current slab of this thread pushes on the
-// slab's own list and adds a decrement. Other threads (and checked slabs, whose tag has the low bit
-// set) go out of line.
+// Returns block `p` of slab `s` (small or medium): pushed onto this thread's bin of its class,
+// whichever heap's slab it is in. Fast path: the slab's bin class (a load from its read-mostly
+// line), the bin's count against its limit, two stores and an increment. A full bin, a thread
+// without a heap, the starter slab and checked slabs go out of line.
 inline void pool_free_in(Slab* s, void* p) noexcept {
-  Heap* h = tl_heap;
-  const std::uintptr_t key = s->current_key.load(std::memory_order_relaxed);
-  if ((key & ~kKeyClassMask) == reinterpret_cast<std::uintptr_t>(h)) [[likely]]
-    return pool_push(h->bins[key & kKeyClassMask], p);
-  if (s->owner_tag == reinterpret_cast<std::uintptr_t>(h)) return pool_free_counted(s, p);
+  const unsigned cls = s->bin_class;
+  if (cls != kNoBin) [[likely]] {
+    Bin& bin = tl_heap->bins[cls];
+    if (bin.count < bin.limit) [[likely]] {
+      auto* b = static_cast<PoolBlock*>(p);
+      b->next = bin.free;
+      bin.free = b;
+      ++bin.count;
+      return;
+    }
+  }
   pool_free_other(s, p);
 }
 
@@ -251,18 +253,11 @@ inline void pool_free(void* p) noexcept {
   pool_free_in(slab_of(p), p);
 }
 
-// As pool_free, for callers that know the block's class at compile time (sized delete, node
-// allocators): the test is whether the block's slab is the bin's current one, read from the bin
-// line the push touches anyway, so the fast path never reads the slab header. The bin is a
-// constant offset from the heap, which keeps the push and the next pop on the same address.
-inline void pool_free(void* p, unsigned cls) noexcept {
-  if constexpr (kDebugBuild) return pool_free(p);  // checked slabs: the slab decides
-  Bin& bin = tl_heap->bins[cls];
-  // Same slab as the current one: equal above the slab bits (no colour offset to compute).
-  if (((reinterpret_cast<std::uintptr_t>(p) ^ reinterpret_cast<std::uintptr_t>(bin.current)) >>
-       kSlabShift) == 0) [[likely]]
-    return pool_push(bin, p);
-  pool_free_slow(p);  // out of line, so the fast path above stays straight
+// As pool_free, for callers that know the block's class (sized delete, node allocators). The
+// class given is not trusted: the slab's own says which bin the block joins, so a wrong size can
+// never put a block in a bin of bigger blocks.
+inline void pool_free(void* p, unsigned) noexcept {
+  pool_free(p);
 }
 
 }  // namespace ak::detail
