@@ -435,6 +435,8 @@ void trim_bin(Heap* h, unsigned cls, std::uint32_t keep);
 constexpr unsigned kStealTries = 8;
 bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
   if (h->bin_bytes + bytes <= kHeapBinBytes) return true;
+  // Nothing to take when only this class has grown.
+  if (h->bin_bytes == (h->bins[cls].limit - start_limit(cls)) * class_size(cls)) return false;
   for (unsigned tried = 0; tried < kStealTries; ++tried) {
     const unsigned c = h->steal_next;
     h->steal_next = (c + 1) % kHeapClasses;

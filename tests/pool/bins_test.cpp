@@ -1,0 +1,102 @@
+// Per-thread bins of the shared pools: the block freed last is handed out next whichever slab or
+// heap it comes from, a bin holds a bounded number of blocks, and a trim or a thread's exit sends
+// what bins keep home, so empty slabs go back. Each test runs in a fresh thread, so it starts with
+// empty bins at their start limits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "allockit/pool.hpp"
+#include "pool/pool.hpp"
+#include "pool/starter_slab.hpp"
+
+namespace {
+
+constexpr std::size_t kSize = 200;  // one class, 64 KiB slabs of 208-byte blocks
+
+template <class F>
+void in_new_thread(F f) {
+  std::thread(f).join();
+}
+
+TEST(Bins, TheBlockFreedLastIsHandedOutNextWhicheverSlabItIsIn) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 2000; ++i) v.push_back(ak::pool_allocate(kSize, 8));  // several slabs
+    // Past the class's first blocks, which the starter slab serves and never reuses.
+    const std::size_t first = 200, middle = 1000, last = 1999;
+    ASSERT_NE(ak::detail::slab_of(v[first]), ak::detail::slab_of(v[last]));
+    for (std::size_t i : {first, middle, last}) {
+      ak::pool_deallocate(v[i], kSize, 8);
+      void* again = ak::pool_allocate(kSize, 8);
+      EXPECT_EQ(again, v[i]);
+      v[i] = again;
+    }
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+  });
+}
+
+TEST(Bins, BlocksOfAnotherThreadAreReusedByTheThreadThatFreedThem) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  std::vector<void*> v(100);
+  in_new_thread([&] {
+    for (auto& p : v) p = ak::pool_allocate(kSize, 8);
+  });
+  in_new_thread([&] {
+    // Enough blocks of its own that this thread has a heap (the starter slab needs none), so its
+    // frees are cached.
+    std::vector<void*> own;
+    for (std::size_t i = 0; i <= ak::detail::kStarterClassBytes / 64; ++i)
+      own.push_back(ak::pool_allocate(64, 8));
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+    // Handed out again here, last freed first, without a round trip to the slabs' owner.
+    for (std::size_t i = 100; i-- > 90;) {
+      void* p = ak::pool_allocate(kSize, 8);
+      EXPECT_EQ(p, v[i]);
+      ak::pool_deallocate(p, kSize, 8);  // and straight back: the same block next time
+      EXPECT_EQ(ak::pool_allocate(kSize, 8), p);
+    }
+    for (std::size_t i = 90; i < 100; ++i) ak::pool_deallocate(v[i], kSize, 8);
+    for (void* p : own) ak::pool_deallocate(p, 64, 8);
+  });
+}
+
+// Freed in random order, blocks of every slab pass through the bin; what it keeps at the end
+// pins a bounded number of slabs, and a trim sends even those home.
+TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
+  in_new_thread([] {
+    ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
+    ak::pool_trim();
+    const std::size_t before = ak::pool_stats().slabs_in_use;
+    std::vector<void*> v;
+    for (int i = 0; i < 100000; ++i) v.push_back(ak::pool_allocate(kSize, 8));
+    const std::size_t busy = ak::pool_stats().slabs_in_use - before;
+    ASSERT_GE(busy, 100000u * 208 / ak::detail::kSlabSize);
+    std::shuffle(v.begin(), v.end(), std::mt19937(7));
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+    // The bin's limit shrank during the long run of frees; it pins at most that many slabs.
+    EXPECT_LE(ak::pool_stats().slabs_in_use - before, busy / 4);
+    ak::pool_trim();
+    EXPECT_LE(ak::pool_stats().slabs_in_use, before + 1);  // at most the current slab stays
+  });
+}
+
+// A thread's exit sends its bins home: the slabs of a thread that freed everything go back.
+TEST(Bins, ThreadExitEmptiesTheBins) {
+  ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
+  ak::pool_trim();
+  const std::size_t before = ak::pool_stats().slabs_in_use;
+  in_new_thread([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 20000; ++i) v.push_back(ak::pool_allocate(kSize, 8));
+    std::shuffle(v.begin(), v.end(), std::mt19937(9));
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+  });
+  EXPECT_LE(ak::pool_stats().slabs_in_use, before + 1);
+}
+
+}  // namespace
