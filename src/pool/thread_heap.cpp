@@ -203,6 +203,11 @@ std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
   if (n < want && s->carve.load(std::memory_order_relaxed) != s->end) {
     PoolBlock* carved = nullptr;
     carve(s, carved, want - n);
+    if (list == nullptr) {  // in address order, as carved: nodes allocated in a row stay in a row
+      list = carved;
+      for (PoolBlock* b = carved; b != nullptr; b = b->next) ++n;
+      carved = nullptr;
+    }
     while (carved != nullptr) {
       PoolBlock* b = carved;
       carved = b->next;
@@ -462,6 +467,7 @@ void after_overflow(Heap* h, unsigned cls) {
   if (++h->bin_overflows[cls] <= kMaxOverflows) return;
   h->bin_overflows[cls] = 0;
   set_limit(h, cls, std::max(start_limit(cls), h->bins[cls].limit / 2));
+  trim_bin(h, cls, h->bins[cls].limit);
 }
 
 // The slab block `b` of class `cls` belongs to.
@@ -497,20 +503,21 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   }
 }
 
-// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home.
+// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home; its count
+// becomes exact.
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   Bin& bin = h->bins[cls];
-  if (bin.count <= keep) return;
   PoolBlock* rest = bin.free;
-  if (keep == 0) {
+  std::uint32_t kept = 0;
+  if (keep == 0 || rest == nullptr) {
     bin.free = nullptr;
   } else {
     PoolBlock* last = bin.free;
-    for (std::uint32_t i = 1; i < keep; ++i) last = last->next;
+    for (kept = 1; kept < keep && last->next != nullptr; ++kept) last = last->next;
     rest = last->next;
     last->next = nullptr;
   }
-  bin.count = keep;
+  bin.count = kept;
   release_chain(h, rest, cls);
 }
 
@@ -642,14 +649,33 @@ void pool_free_other(Slab* s, void* p) noexcept {
     s->checked_free = b;
     return after_frees(h, s, 1);
   }
-  // A full bin: its older half goes home, then the block joins it.
+  // The bin's count reached its limit. Counted, the list may be shorter (pops do not count): then
+  // the block joins it. Really full, the block goes straight home, and so do the next ones until
+  // an allocation takes from the bin (its head moves); the bin keeps the blocks it has.
   const unsigned cls = s->bin_class;
   Bin& bin = h->bins[cls];
-  after_overflow(h, cls);
-  trim_bin(h, cls, bin.limit / 2);
-  b->next = bin.free;
-  bin.free = b;
-  ++bin.count;
+  if (bin.free != h->full_head[cls] || bin.free == nullptr) {
+    std::uint32_t n = 0;
+    for (PoolBlock* q = bin.free; q != nullptr && n < bin.limit; q = q->next) ++n;
+    if (n < bin.limit) {
+      h->full_head[cls] = nullptr;
+      bin.count = n + 1;
+      b->next = bin.free;
+      bin.free = b;
+      return;
+    }
+    h->full_head[cls] = bin.free;
+    h->bypassed[cls] = 0;
+  }
+  // Every half a bin's worth of blocks sent home counts as an overflow (after_overflow): a long
+  // run of frees shrinks the bin.
+  if (++h->bypassed[cls] >= std::max<std::uint32_t>(1, bin.limit / 2)) {
+    h->bypassed[cls] = 0;
+    after_overflow(h, cls);
+    h->full_head[cls] = bin.free;
+  }
+  b->next = nullptr;
+  release_chain(h, b, cls);
 }
 
 void pool_free_slow(void* p) noexcept {
