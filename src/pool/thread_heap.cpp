@@ -456,6 +456,7 @@ bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
 // The bin of class `cls` ran empty: its limit doubles, within the heap's budget.
 void grow_limit(Heap* h, unsigned cls) {
   h->bin_overflows[cls] = 0;
+  h->bypassed[cls] = 0;
   const std::uint32_t limit = h->bins[cls].limit;
   const std::uint32_t grown = std::min(limit * 2, kMaxBinBlocks);
   if (grown > limit && steal_budget(h, cls, (grown - limit) * class_size(cls)))
@@ -665,7 +666,6 @@ void pool_free_other(Slab* s, void* p) noexcept {
       return;
     }
     h->full_head[cls] = bin.free;
-    h->bypassed[cls] = 0;
   }
   // Every half a bin's worth of blocks sent home counts as an overflow (after_overflow): a long
   // run of frees shrinks the bin.
