@@ -456,7 +456,6 @@ bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
 // The bin of class `cls` ran empty: its limit doubles, within the heap's budget.
 void grow_limit(Heap* h, unsigned cls) {
   h->bin_overflows[cls] = 0;
-  h->bypassed[cls] = 0;
   const std::uint32_t limit = h->bins[cls].limit;
   const std::uint32_t grown = std::min(limit * 2, kMaxBinBlocks);
   if (grown > limit && steal_budget(h, cls, (grown - limit) * class_size(cls)))
@@ -468,7 +467,6 @@ void after_overflow(Heap* h, unsigned cls) {
   if (++h->bin_overflows[cls] <= kMaxOverflows) return;
   h->bin_overflows[cls] = 0;
   set_limit(h, cls, std::max(start_limit(cls), h->bins[cls].limit / 2));
-  trim_bin(h, cls, h->bins[cls].limit);
 }
 
 // The slab block `b` of class `cls` belongs to.
@@ -504,21 +502,20 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   }
 }
 
-// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home; its count
-// becomes exact.
+// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home.
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   Bin& bin = h->bins[cls];
+  if (bin.count <= keep) return;
   PoolBlock* rest = bin.free;
-  std::uint32_t kept = 0;
-  if (keep == 0 || rest == nullptr) {
+  if (keep == 0) {
     bin.free = nullptr;
   } else {
     PoolBlock* last = bin.free;
-    for (kept = 1; kept < keep && last->next != nullptr; ++kept) last = last->next;
+    for (std::uint32_t i = 1; i < keep; ++i) last = last->next;
     rest = last->next;
     last->next = nullptr;
   }
-  bin.count = kept;
+  bin.count = keep;
   release_chain(h, rest, cls);
 }
 
@@ -650,32 +647,14 @@ void pool_free_other(Slab* s, void* p) noexcept {
     s->checked_free = b;
     return after_frees(h, s, 1);
   }
-  // The bin's count reached its limit. Counted, the list may be shorter (pops do not count): then
-  // the block joins it. Really full, the block goes straight home, and so do the next ones until
-  // an allocation takes from the bin (its head moves); the bin keeps the blocks it has.
+  // A full bin: its older half goes home, then the block joins it.
   const unsigned cls = s->bin_class;
   Bin& bin = h->bins[cls];
-  if (bin.free != h->full_head[cls] || bin.free == nullptr) {
-    std::uint32_t n = 0;
-    for (PoolBlock* q = bin.free; q != nullptr && n < bin.limit; q = q->next) ++n;
-    if (n < bin.limit) {
-      h->full_head[cls] = nullptr;
-      bin.count = n + 1;
-      b->next = bin.free;
-      bin.free = b;
-      return;
-    }
-    h->full_head[cls] = bin.free;
-  }
-  // Every half a bin's worth of blocks sent home counts as an overflow (after_overflow): a long
-  // run of frees shrinks the bin.
-  if (++h->bypassed[cls] >= std::max<std::uint32_t>(1, bin.limit / 2)) {
-    h->bypassed[cls] = 0;
-    after_overflow(h, cls);
-    h->full_head[cls] = bin.free;
-  }
-  b->next = nullptr;
-  release_chain(h, b, cls);
+  after_overflow(h, cls);
+  trim_bin(h, cls, bin.limit / 2);
+  b->next = bin.free;
+  bin.free = b;
+  ++bin.count;
 }
 
 void pool_free_slow(void* p) noexcept {
