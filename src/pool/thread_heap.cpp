@@ -200,21 +200,11 @@ std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
     b->next = list;
     list = b;
   }
-  if (n < want && s->carve.load(std::memory_order_relaxed) != s->end) {
-    PoolBlock* carved = nullptr;
-    carve(s, carved, want - n);
-    if (list == nullptr) {  // in address order, as carved: nodes allocated in a row stay in a row
-      list = carved;
-      for (PoolBlock* b = carved; b != nullptr; b = b->next) ++n;
-      carved = nullptr;
-    }
-    while (carved != nullptr) {
-      PoolBlock* b = carved;
-      carved = b->next;
-      b->next = list;
-      list = b;
-      ++n;
-    }
+  // Fresh blocks go first, in address order, as carved: nodes allocated in a row stay in a row.
+  if (char* const from = s->carve.load(std::memory_order_relaxed); n < want && from != s->end) {
+    carve(s, list, want - n);
+    n +=
+        std::uint32_t(std::size_t(s->carve.load(std::memory_order_relaxed) - from) / s->block_size);
   }
   s->used += n;
   bin.free = list;
@@ -422,13 +412,16 @@ std::uint32_t start_limit(unsigned cls) {
   return kStartLimits.of[cls];
 }
 
+// What the limit of h's bin of class `cls` has grown past its start, in bytes.
+std::size_t grown_bytes(const Heap* h, unsigned cls) {
+  return std::size_t(h->bins[cls].limit - start_limit(cls)) * class_size(cls);
+}
+
 // Sets a bin's limit; the heap's budget counts what limits have grown past their start.
 void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
-  Bin& bin = h->bins[cls];
-  const std::uint32_t base = start_limit(cls);
-  h->bin_bytes =
-      h->bin_bytes - (bin.limit - base) * class_size(cls) + (limit - base) * class_size(cls);
-  bin.limit = limit;
+  h->bin_bytes -= grown_bytes(h, cls);
+  h->bins[cls].limit = limit;
+  h->bin_bytes += grown_bytes(h, cls);
 }
 
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep);
@@ -441,7 +434,7 @@ constexpr unsigned kStealTries = 8;
 bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
   if (h->bin_bytes + bytes <= kHeapBinBytes) return true;
   // Nothing to take when only this class has grown.
-  if (h->bin_bytes == (h->bins[cls].limit - start_limit(cls)) * class_size(cls)) return false;
+  if (h->bin_bytes == grown_bytes(h, cls)) return false;
   for (unsigned tried = 0; tried < kStealTries; ++tried) {
     const unsigned c = h->steal_next;
     h->steal_next = (c + 1) % kHeapClasses;
@@ -474,7 +467,7 @@ Slab* slab_of_class(const void* b, unsigned cls) {
   return cls < kClassCount ? slab_of(b) : medium_slab_of(b);
 }
 
-// Sends the chain of `n` blocks of class `cls` starting at `b` home: each block of one of h's
+// Sends the chain of blocks of class `cls` starting at `b` home: each block of one of h's
 // slabs goes back onto that slab's list (settling it), each block of another heap's slab into the
 // batch for that heap.
 void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
@@ -652,13 +645,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   Bin& bin = h->bins[cls];
   after_overflow(h, cls);
   trim_bin(h, cls, bin.limit / 2);
-  b->next = bin.free;
-  bin.free = b;
-  ++bin.count;
-}
-
-void pool_free_slow(void* p) noexcept {
-  pool_free(p);
+  bin_push(bin, p);
 }
 
 void pool_check_pointer(const void* p) noexcept {

@@ -114,10 +114,10 @@ struct alignas(64) Heap {
   Bin bins[kHeapClasses];
   Slab* current[kHeapClasses] = {};  // per class: the slab refills come from (never null)
   std::uint8_t bin_overflows[kHeapClasses] = {};  // per class: overflows since it last ran empty
-  std::size_t bin_bytes = 0;                      // the bins' limits together, in bytes
-  unsigned steal_next = 0;                        // the class whose limit budget goes next
-  Slab* avail[kHeapClasses] = {};        // per class: other slabs with free or carvable blocks
-  Slab* full[kHeapClasses] = {};         // per class: slabs waiting for enough frees to rejoin
+  std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
+  unsigned steal_next = 0;         // the class whose limit budget goes next
+  Slab* avail[kHeapClasses] = {};  // per class: other slabs with free or carvable blocks
+  Slab* full[kHeapClasses] = {};   // per class: slabs waiting for enough frees to rejoin
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
   unsigned outgoing_used = 0;            // entries holding blocks
   bool is_real = false;                  // false only for the sentinel heap of threads without one
@@ -137,7 +137,6 @@ void* pool_alloc_slow(unsigned cls) noexcept;
 // slabs.
 void pool_free_other(Slab* slab, void* p) noexcept;
 void pool_check_pointer(const void* p) noexcept;  // aborts unless p lies in a pool region
-void pool_free_slow(void* p) noexcept;            // pool_free, out of line
 // The size of block `p` of the starter slab `s` (0 if `p` is not one of its blocks).
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
 
@@ -201,7 +200,7 @@ inline Slab* slab_of(const void* p) noexcept {
 }
 
 // Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
-// (nothing else is tried). Three dependent loads, one branch, two stores.
+// (nothing else is tried). Three dependent loads, one branch, a store and a decrement.
 inline void* pool_pop(unsigned cls) noexcept {
   Bin& bin = tl_heap->bins[cls];
   PoolBlock* b = bin.free;
@@ -228,6 +227,14 @@ inline std::uint32_t rejoin_at(const Slab* s) noexcept {
   return s->capacity - (s->capacity / 16 > 0 ? s->capacity / 16 : 1);
 }
 
+// Pushes block `p` onto `bin`, which has room.
+inline void bin_push(Bin& bin, void* p) noexcept {
+  auto* b = static_cast<PoolBlock*>(p);
+  b->next = bin.free;
+  bin.free = b;
+  ++bin.count;
+}
+
 // Returns block `p` of slab `s` (small or medium): pushed onto this thread's bin of its class,
 // whichever heap's slab it is in. Fast path: the slab's bin class (a load from its read-mostly
 // line), the bin's count against its limit, two stores and an increment. A full bin, a thread
@@ -236,13 +243,8 @@ inline void pool_free_in(Slab* s, void* p) noexcept {
   const unsigned cls = s->bin_class;
   if (cls != kNoBin) [[likely]] {
     Bin& bin = tl_heap->bins[cls];
-    if (bin.count < bin.limit) [[likely]] {
-      auto* b = static_cast<PoolBlock*>(p);
-      b->next = bin.free;
-      bin.free = b;
-      ++bin.count;
-      return;
-    }
+    if (bin.count < bin.limit) [[likely]]
+      return bin_push(bin, p);
   }
   pool_free_other(s, p);
 }
@@ -263,13 +265,8 @@ inline void pool_free(void* p, unsigned cls) noexcept {
   if constexpr (kDebugBuild) return pool_free(p);  // checked slabs: every free goes slow
   Slab* s = slab_of(p);
   Bin& bin = tl_heap->bins[cls];
-  if (s->bin_class == cls && bin.count < bin.limit) [[likely]] {
-    auto* b = static_cast<PoolBlock*>(p);
-    b->next = bin.free;
-    bin.free = b;
-    ++bin.count;
-    return;
-  }
+  if (s->bin_class == cls && bin.count < bin.limit) [[likely]]
+    return bin_push(bin, p);
   pool_free_in(s, p);
 }
 
