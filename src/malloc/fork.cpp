@@ -16,7 +16,9 @@ namespace {
 bool g_locked = false;
 
 void before_fork() {
-  g_locked = !os::single_threaded();
+  // Written only when it changes: a write on every fork was one more page fault per fork in the
+  // parent (its pages are copy-on-write again after each fork).
+  if (const bool lock = !os::single_threaded(); lock != g_locked) g_locked = lock;
   if (!g_locked) return;
   heaps_lock();
   slab_source_lock();

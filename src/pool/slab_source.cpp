@@ -12,8 +12,7 @@
 namespace ak::detail {
 
 // Zero-initialised: only the pages of the slots in use are ever touched.
-AK_LARGE_ZEROED std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64];
-AK_LARGE_ZEROED std::atomic<std::uint64_t> g_medium_region_bits[kRegionSlots / 64];
+AK_LARGE_ZEROED std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64 * 2];
 
 namespace {
 
@@ -23,7 +22,7 @@ constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs, both kinds toge
 // slabs. Caller holds g_lock.
 struct Supply {
   const std::size_t slab_size;
-  std::atomic<std::uint64_t>* const region_bits;
+  const unsigned region_kind;  // kSmallRegions or kMediumRegions
   char* carve = nullptr;
   char* carve_end = nullptr;
   // Stack of empty slabs, oldest at the bottom; bit 0 of an entry is set once it is decommitted.
@@ -43,8 +42,8 @@ AK_LARGE_ZEROED char* g_regions[kMaxRegions];  // every region of both kinds, fo
 std::size_t g_region_count = 0;
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
 void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
-constinit Supply g_small{kSlabSize, g_region_bits};
-constinit Supply g_medium{kMediumSlabSize, g_medium_region_bits};
+constinit Supply g_small{kSlabSize, kSmallRegions};
+constinit Supply g_medium{kMediumSlabSize, kMediumRegions};
 
 bool Supply::add_region() {
   if (g_region_count == kMaxRegions) return false;
@@ -53,7 +52,8 @@ bool Supply::add_region() {
   // No MADV_HUGEPAGE: with THP defrag set to "madvise" (Debian's default) every fault in a hinted
   // region may compact memory synchronously, which made a cold 10M-node list fill 4x slower.
   const std::size_t slot = addr(r) >> kRegionShift;
-  region_bits[slot / 64].fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
+  region_word(slot, region_kind)
+      .fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
   g_regions[g_region_count++] = r;
   carve = r;
   carve_end = r + kRegionSize;

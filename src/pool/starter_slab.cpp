@@ -49,11 +49,12 @@ bool make_starter() {
   return true;
 }
 
+// A compare-exchange, not a load, comes first: the first touch of g_starter's zero-initialised
+// page is then a write, one page fault, not a read fault (zero page) and a copy-on-write fault.
 bool ready() {
-  int st = g_starter.state.load(std::memory_order_acquire);
-  if (st == 2) return true;
-  if (st != 0) return false;  // being made by another thread (it falls back meanwhile) or gone
-  if (!g_starter.state.compare_exchange_strong(st, 1, std::memory_order_acquire)) return false;
+  int st = 0;
+  if (!g_starter.state.compare_exchange_strong(st, 1, std::memory_order_acquire))
+    return st == 2;  // ready, or being made by another thread (it falls back meanwhile), or gone
   const bool ok = make_starter();
   g_starter.state.store(ok ? 2 : 3, std::memory_order_release);
   return ok;
@@ -74,7 +75,7 @@ std::uint8_t entry_of(const Slab* s, const void* p) {
 }  // namespace
 
 void* starter_alloc(unsigned cls) noexcept {
-  if (cls >= kClassCount || !ready()) return nullptr;
+  if (cls >= kClassCount || class_size(cls) > kStarterClassBytes || !ready()) return nullptr;
   const std::size_t size = class_size(cls);
   // Every block starts a cache line: blocks of different classes never share one. Packed at
   // 16 bytes, a program's first, long-lived objects (a queue and its lock, per-thread state) sat
@@ -93,17 +94,27 @@ void* starter_alloc(unsigned cls) noexcept {
   return q;
 }
 
-void starter_free(Slab* s, void* p) noexcept {
+namespace {
+
+[[noreturn]] void bad_starter_free(const char* what, const void* p) {
+  Message().str("allockit: ").str(what).ptr(p).str(" in the starter slab").fail();
+}
+
+}  // namespace
+
+unsigned starter_block_class(const Slab* s, const void* p) noexcept {
   const std::uint8_t m = entry_of(s, p);
-  if (m == 0 || (m & kFreedBit) != 0)
-    Message()
-        .str("allockit: ")
-        .str(m ? "double free of " : "free of a pointer that is not a block of ")
-        .ptr(p)
-        .str(" in the starter slab")
-        .fail();
-  g_starter.map[map_index(p)].store(std::uint8_t(m | kFreedBit), std::memory_order_relaxed);
-  const unsigned cls = unsigned(m) - 1;
+  if (m == 0) bad_starter_free("free of a pointer that is not a block of ", p);
+  if ((m & kFreedBit) != 0) starter_double_free(p);
+  return unsigned(m) - 1;
+}
+
+void starter_double_free(const void* p) noexcept {
+  bad_starter_free("double free of ", p);
+}
+
+void starter_drop(void* p, unsigned cls) noexcept {
+  g_starter.map[map_index(p)].store(std::uint8_t((cls + 1) | kFreedBit), std::memory_order_relaxed);
   if (g_starter.class_frees[cls].fetch_add(1, std::memory_order_relaxed) + 1 == kStarterClassFrees)
     g_starter.class_bytes[cls].store(kStarterClassBytes, std::memory_order_relaxed);  // closed
 }

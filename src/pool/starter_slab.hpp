@@ -3,18 +3,22 @@
 // Each class used gets a 64 KiB slab of its own, whose first page the first block touches: a
 // short process that uses 20 classes took 20 page faults (about 3 us each here) for a few KiB of
 // blocks, most of what it paid for allockit over glibc's compact heap. So the first blocks of each
-// small class, up to kStarterClassBytes of it, are bumped out of one shared slab instead, in
-// class order of first use, each block on cache lines of its own, touching one page per 4 KiB
-// handed out. A class that needs more gets its own slab, as before. The starter slab is a 64 KiB
-// slab like any other, so its blocks are found, freed and measured through its header.
+// small class of up to kStarterClassBytes, up to that many bytes of it, are bumped out of one
+// shared slab instead, in class order of first use, each block on cache lines of its own,
+// touching one page per 4 KiB handed out. (8 KiB, not 4: a shell's fork child takes one 8 KiB
+// buffer, which cost a slab, and two page faults, per child.) A class that needs more gets its own
+// slab, as before. The starter slab is a 64 KiB slab like any other, so its blocks are found,
+// freed and measured through its header.
 //
-// Its blocks are never reused: a free marks the block freed (a second free is reported) and
-// nothing more. The waste is bounded by the slab (64 KiB per process). A class whose blocks are
-// freed kStarterClassFrees times is churning: it moves to a slab of its own at once, where blocks
-// are reused (a shell allocating and freeing one block per fork otherwise wrote a new starter
-// block, and a copy-on-write page, on every fork). Lock-free: a bump pointer advanced with a CAS,
-// a per-class byte count, and one byte of block map per 16 bytes of slab. Off in checked (debug)
-// builds, whose slabs keep a state bit per block.
+// A block freed by a thread with a heap joins that thread's bin of its class, so a class that
+// churns keeps reusing the same few starter blocks on the same dense pages (a shell's fork loop:
+// each block of its own slab was one more copy-on-write page per fork). A block that cannot join a
+// bin (a thread without a heap, a full bin, a bin sent home) is dropped: marked freed, never
+// handed out again. A second free is reported either way (the bin is searched, the map read). The
+// waste is bounded by the slab (64 KiB per process). A class with kStarterClassFrees blocks dropped
+// is churning without a heap: it moves to a slab of its own at once, where blocks are reused.
+// Lock-free: a bump pointer advanced with a CAS, a per-class byte count, and one byte of block map
+// per 16 bytes of slab. Off in checked (debug) builds, whose slabs keep a state bit per block.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +28,7 @@
 
 namespace ak::detail {
 
-inline constexpr std::size_t kStarterClassBytes = 4096;
+inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
 
 // Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its
@@ -32,9 +36,16 @@ inline constexpr std::uint32_t kStarterClassFrees = 8;
 // be had.
 void* starter_alloc(unsigned cls) noexcept;
 
-// Effects: marks block `p` of the starter slab `s` freed. Aborts with a message when `p` is not
-// a block of it or was freed already.
-void starter_free(Slab* s, void* p) noexcept;
+// Returns: the class of block `p` of the starter slab `s`, being freed. Aborts with a message when
+// `p` is not a block of it or was dropped already.
+unsigned starter_block_class(const Slab* s, const void* p) noexcept;
+
+// Effects: reports a double free of starter block `p` and aborts.
+[[noreturn]] void starter_double_free(const void* p) noexcept;
+
+// Effects: drops block `p` of class `cls` of the starter slab (checked by starter_block_class):
+// marked freed, never handed out again.
+void starter_drop(void* p, unsigned cls) noexcept;
 
 // Returns: 1 once the starter slab exists, else 0 (stats).
 std::size_t starter_slab_count() noexcept;

@@ -24,6 +24,11 @@ constexpr std::size_t kCarvePage = 4096;  // blocks are carved lazily, one page'
 
 constinit os::Lock g_heaps_lock;
 Heap* g_abandoned = nullptr;
+// The first heap is static, among the globals a process that allocates writes anyway: one mmap
+// and one page fault less per process (and per fork cycle, for a shell). The rest are carved
+// from 64 KiB chunks, never unmapped.
+constinit Heap g_first_heap(&g_empty_slab);
+bool g_first_heap_taken = false;
 char* g_heap_chunk = nullptr;
 std::size_t g_heap_chunk_left = 0;
 std::size_t g_heap_count = 0;
@@ -469,10 +474,16 @@ Slab* slab_of_class(const void* b, unsigned cls) {
 
 // Sends the chain of blocks of class `cls` starting at `b` home: each block of one of h's
 // slabs goes back onto that slab's list (settling it), each block of another heap's slab into the
-// batch for that heap.
+// batch for that heap; a block of the starter slab is dropped.
 void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   while (b != nullptr) {
     Slab* s = slab_of_class(b, cls);
+    if (s->starter) {  // starter blocks have no home to go to: dropped (starter_slab.hpp)
+      PoolBlock* next = b->next;
+      starter_drop(b, cls);
+      b = next;
+      continue;
+    }
     if (slab_owner(s) != h) {
       PoolBlock* next = b->next;
       batch_remote(h, s, b);
@@ -529,16 +540,21 @@ Heap* acquire_heap() {
       h = g_abandoned;
       g_abandoned = h->next_abandoned;
     } else {
-      if (g_heap_chunk_left < sizeof(Heap)) {
-        g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
-        if (g_heap_chunk == nullptr) return nullptr;
-        g_heap_chunk_left = kSlabSize;
+      if (!g_first_heap_taken) {
+        g_first_heap_taken = true;
+        h = &g_first_heap;
+      } else {
+        if (g_heap_chunk_left < sizeof(Heap)) {
+          g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
+          if (g_heap_chunk == nullptr) return nullptr;
+          g_heap_chunk_left = kSlabSize;
+        }
+        h = ::new (g_heap_chunk) Heap(&g_empty_slab);
+        g_heap_chunk += align_up(sizeof(Heap), 64);
+        g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
       }
-      h = ::new (g_heap_chunk) Heap(&g_empty_slab);
       h->is_real = true;
       for (unsigned cls = 0; cls < kHeapClasses; ++cls) h->bins[cls].limit = start_limit(cls);
-      g_heap_chunk += align_up(sizeof(Heap), 64);
-      g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
       ++g_heap_count;
     }
   }
@@ -626,9 +642,23 @@ void* pool_alloc_slow(unsigned cls) noexcept {
 }
 
 void pool_free_other(Slab* s, void* p) noexcept {
-  if (s->starter) return starter_free(s, p);
-  if (s->checked) mark_free(s, p);
   Heap* h = tl_heap;
+  if (s->starter) {
+    // Into this thread's bin if it has room (see starter_slab.hpp), else dropped. A block freed
+    // twice is found by the block map once dropped, and in the bin (at most `limit` blocks, and
+    // only starter frees look) until then, so every starter block keeps its double-free check.
+    const unsigned cls = starter_block_class(s, p);
+    Bin& bin = h->bins[cls];
+    if (bin.count >= bin.limit) return starter_drop(p, cls);
+    for (const PoolBlock* b = bin.free; b != nullptr; b = b->next)
+      if (b == p) starter_double_free(p);
+    // A class-0 block here spans a cache line. liballockit tags the second word of every freed
+    // starter block but untags only blocks of 16 bytes or more: cleared here, so it is handed out
+    // untagged, as class-0 blocks elsewhere are.
+    if (cls == 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+    return bin_push(bin, p);
+  }
+  if (s->checked) mark_free(s, p);
   auto* b = static_cast<PoolBlock*>(p);
   if (!h->is_real) {
     // A thread without a heap (or past its exit) has nowhere to cache or batch: straight home.

@@ -1,8 +1,8 @@
 // The starter slab (pool/starter_slab.hpp): a process's first small blocks of each class share
-// one slab, are aligned and sized as their classes promise, are never reused, and are freed,
-// measured, reallocated and checked like any other block. Each case runs in a fresh process
-// (threadsafe death tests re-execute the binary), where the starter slab is still unused. Debug
-// builds, whose slabs are checked, have no starter slab.
+// one slab, are aligned and sized as their classes promise, are reused only through the bins of a
+// thread with a heap, and are freed, measured, reallocated and checked like any other block. Each
+// case runs in a fresh process (threadsafe death tests re-execute the binary), where the starter
+// slab is still unused. Debug builds, whose slabs are checked, have no starter slab.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,6 +29,13 @@ template <class F>
 void in_fresh_process(F body) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs: no starter slab";
   ak::testing::in_fresh_process(body);
+}
+
+// Gives the calling thread a heap: a class too big for the starter slab needs a slab of its own.
+void take_a_heap() {
+  void* big = ak_malloc(kStarterClassBytes + 1);
+  REQUIRE(big != nullptr && !slab_of(big)->starter, 60);
+  ak_free(big);
 }
 
 }  // namespace
@@ -85,6 +92,37 @@ TEST(StarterSlab, BlocksAreNotReusedAndAClassMovesOnAfterItsShare) {
     REQUIRE(c == v.back(), 32);  // and there blocks are reused
     for (void* p : v) ak_free(p);
     ak_free(b);
+  });
+}
+
+TEST(StarterSlab, AThreadWithAHeapReusesStarterBlocksThroughItsBins) {
+  in_fresh_process([] {
+    take_a_heap();
+    ak_free(ak_malloc(16));  // the starter slab exists
+    ak_stats before;
+    ak_stats_get(&before);
+    REQUIRE(before.heaps == 1 && before.starter_slabs == 1, 61);
+    for (std::size_t size : {8, 24, 200, 4000}) {  // class 0 too: its freed tag is cleared
+      void* first = ak_malloc(size);
+      REQUIRE(slab_of(first)->starter, 62);
+      for (int i = 0; i < 1000; ++i) {  // churn: the same block, never a slab of its own
+        std::memset(first, 0x5a, size);
+        ak_free(first);
+        void* again = ak_malloc(size);
+        REQUIRE(again == first, 63);
+      }
+      ak_free(first);
+    }
+    ak_stats after;
+    ak_stats_get(&after);
+    REQUIRE(after.slabs_in_use == before.slabs_in_use, 64);
+    // A trim sends bins home: starter blocks are dropped, and the next block is a new one.
+    void* p = ak_malloc(200);
+    ak_free(p);
+    ak_collect(1);
+    void* q = ak_malloc(200);
+    REQUIRE(q != p && slab_of(q)->starter, 65);
+    ak_free(q);
   });
 }
 
@@ -146,6 +184,39 @@ TEST(StarterSlabDeathTest, DoubleAndInteriorFreesAreReported) {
         (void)ak_malloc_usable_size(p + 8);  // inside a block, not at its start
       },
       "malloc_usable_size\\(\\): invalid pointer \\(not the start of a block\\)");
+  EXPECT_DEATH(
+      {
+        take_a_heap();
+        void* p = ak_malloc(64);
+        ak_free(p);  // into the bin
+        ak_free(p);
+      },
+      "free\\(\\): double free detected");
+  EXPECT_DEATH(
+      {
+        take_a_heap();
+        void* p = ak_malloc(64);
+        ak_free(p);
+        ak_collect(1);  // dropped
+        ak_free(p);
+      },
+      "free\\(\\): double free detected");
+  EXPECT_DEATH(
+      {
+        take_a_heap();
+        void* p = ak_malloc(8);  // class 0: no freed tag; the bin is searched
+        ak_free(p);
+        ak_free(p);
+      },
+      "double free of 0x[0-9a-f]+ in the starter slab");
+  EXPECT_DEATH(
+      {
+        take_a_heap();
+        void* p = ak::detail::pool_alloc(ak::detail::class_for(48, 16));
+        ak::detail::pool_free(p);  // the pools' own free, into the bin
+        ak::detail::pool_free(p);
+      },
+      "double free of 0x[0-9a-f]+ in the starter slab");
   EXPECT_DEATH(
       {
         auto* p = static_cast<char*>(ak_malloc(64));
