@@ -197,6 +197,11 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   return true;
 }
 
+bool large_was_freed(const void* p) noexcept {
+  os::LockGuard guard(g_lock);
+  return g_cache.holds(p);
+}
+
 std::size_t large_usable_size(const void* p) noexcept {
   os::LockGuard guard(g_lock);
   if (find(addr(p)) == g_cap) return 0;

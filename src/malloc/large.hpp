@@ -27,6 +27,9 @@ inline std::size_t grown_size(std::size_t usable, std::size_t size) noexcept {
 // (secure.hpp), that it is the size asked for; an error is reported naming `call`.
 bool large_free(void* p, const char* call = "free()",
                 std::size_t expect_size = ~std::size_t(0)) noexcept;
+// Returns: whether `p` lies in the memory of a large block freed and not handed out since (a
+// double free or a use after free, when a call names it). Error paths only.
+bool large_was_freed(const void* p) noexcept;
 // Returns: the usable size of large block `p` (the secure build: the size asked for), or 0 if `p`
 // is not one.
 std::size_t large_usable_size(const void* p) noexcept;

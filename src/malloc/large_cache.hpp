@@ -51,6 +51,14 @@ class LargeCache {
     if (live > peak_live_) peak_live_ = live;
   }
 
+  // Whether `p` lies in a cached range: memory of a large block freed and not reused since.
+  // Cost: a scan of at most kSlots ranges (error paths only).
+  bool holds(const void* p) const noexcept {
+    for (std::size_t i = 0; i < len_; ++i)
+      if (p >= ranges_[i].base && p < ranges_[i].base + ranges_[i].bytes) return true;
+    return false;
+  }
+
   std::size_t resident_bytes() const noexcept { return resident_; }
   std::size_t bytes() const noexcept { return resident_ + zero_; }
 

@@ -98,6 +98,13 @@ inline bool is_large(const void* p) {
   return !in_pool_region(p) && !in_medium_region(p);
 }
 
+// Reports `p`, which `call` took for a large block and is not a live one: a block freed already
+// while its memory waits in the large cache, or else no block of allockit's.
+[[noreturn]] void bad_large_pointer(const char* call, const void* p, const char* if_freed) {
+  bad_pointer(call, large_was_freed(p) ? if_freed : "invalid pointer (not allocated by allockit)",
+              p);
+}
+
 // The block this thread sealed last: its next request of the class gets another one.
 thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nullptr;
 
@@ -232,7 +239,7 @@ inline std::size_t secure_request(const char* call, const void* p, Pooled b) {
     return 0;
   }
   const std::size_t n = large_checked_request(call, p);
-  if (n == kAnySize) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+  if (n == kAnySize) bad_large_pointer(call, p, "invalid pointer (a freed block)");
   return n;
 }
 
@@ -247,8 +254,7 @@ inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
       if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
       return zero_free(call, p);
     }
-    if (!large_free(p, call, size))
-      bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+    if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
     return;
   }
   const std::size_t request = checked_request(call, p, b.bytes);
@@ -307,7 +313,7 @@ std::size_t usable_or_die(const char* call, const void* p) {
     return s->block_size;
   }
   const std::size_t n = large_usable_size(p);
-  if (n == 0) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+  if (n == 0) bad_large_pointer(call, p, "invalid pointer (a freed block)");
   return n;
 }
 
@@ -323,7 +329,7 @@ void free_any(const char* call, void* p) {
     if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
     return free_medium(call, s, p);
   }
-  if (!large_free(p)) bad_pointer(call, "invalid pointer (not allocated by allockit)", p);
+  if (!large_free(p)) bad_large_pointer(call, p, "double free detected");
 }
 
 [[gnu::noinline]] void* malloc_slow(std::size_t size) {

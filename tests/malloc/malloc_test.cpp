@@ -241,10 +241,15 @@ TEST(MallocDeathTest, DoubleFreeOfASmallBlock) {
   EXPECT_DEATH(ak_free(p), "free\\(\\): double free detected");
 }
 
+// A freed large block's memory waits in the large cache: a second free, realloc or
+// malloc_usable_size of it says so, rather than "not allocated".
 TEST(MallocDeathTest, DoubleFreeOfALargeBlock) {
   void* p = ak_malloc(1 << 20);
   ak_free(p);
-  EXPECT_DEATH(ak_free(p), "free\\(\\): invalid pointer");
+  EXPECT_DEATH(ak_free(p), "free\\(\\): double free detected");
+  EXPECT_DEATH(ak_realloc(p, 10), "realloc\\(\\): invalid pointer \\(a freed block\\)");
+  EXPECT_DEATH(ak_malloc_usable_size(p),
+               "malloc_usable_size\\(\\): invalid pointer \\(a freed block\\)");
 }
 
 // Medium blocks (16 KiB..256 KiB) get the small blocks' checks plus block boundaries.
