@@ -14,6 +14,8 @@ constexpr std::size_t kUnit = 16;                     // block map granularity
 constexpr std::size_t kLine = 64;                     // block alignment and size granularity
 constexpr std::size_t kMapBytes = kSlabSize / kUnit;  // one byte per unit of the whole slab
 constexpr std::uint8_t kFreedBit = 0x80;              // map byte: class + 1, | kFreedBit once freed
+// class_bytes of a closed class: above any share, so no block of it is bumped out again.
+constexpr std::uint32_t kClosed = std::uint32_t(kStarterClassBytes) + 1;
 
 // The slab, laid out as header (at its colour offset) | block map | blocks.
 struct Starter {
@@ -22,7 +24,8 @@ struct Starter {
   std::atomic<char*> next{nullptr};
   char* end = nullptr;
   std::atomic<std::uint32_t> class_bytes[kClassCount] = {};
-  std::atomic<std::uint32_t> class_frees[kClassCount] = {};
+  std::atomic<std::uint32_t> class_frees[kClassCount] = {};   // blocks dropped
+  std::atomic<std::uint32_t> class_binned[kClassCount] = {};  // frees into a bin
 };
 constinit Starter g_starter;
 
@@ -105,18 +108,22 @@ namespace {
 unsigned starter_block_class(const Slab* s, const void* p) noexcept {
   const std::uint8_t m = entry_of(s, p);
   if (m == 0) bad_starter_free("free of a pointer that is not a block of ", p);
-  if ((m & kFreedBit) != 0) starter_double_free(p);
+  if ((m & kFreedBit) != 0) bad_starter_free("double free of ", p);
   return unsigned(m) - 1;
 }
 
-void starter_double_free(const void* p) noexcept {
-  bad_starter_free("double free of ", p);
+bool starter_may_bin(unsigned cls) noexcept {
+  if (g_starter.class_bytes[cls].load(std::memory_order_relaxed) > kStarterClassBytes) return false;
+  if (g_starter.class_binned[cls].fetch_add(1, std::memory_order_relaxed) + 1 < kStarterBinFrees)
+    return true;
+  g_starter.class_bytes[cls].store(kClosed, std::memory_order_relaxed);
+  return false;
 }
 
 void starter_drop(void* p, unsigned cls) noexcept {
   g_starter.map[map_index(p)].store(std::uint8_t((cls + 1) | kFreedBit), std::memory_order_relaxed);
   if (g_starter.class_frees[cls].fetch_add(1, std::memory_order_relaxed) + 1 == kStarterClassFrees)
-    g_starter.class_bytes[cls].store(kStarterClassBytes, std::memory_order_relaxed);  // closed
+    g_starter.class_bytes[cls].store(kClosed, std::memory_order_relaxed);
 }
 
 std::size_t starter_slab_count() noexcept {

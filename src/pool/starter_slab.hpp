@@ -11,14 +11,16 @@
 // freed and measured through its header.
 //
 // A block freed by a thread with a heap joins that thread's bin of its class, so a class that
-// churns keeps reusing the same few starter blocks on the same dense pages (a shell's fork loop:
-// each block of its own slab was one more copy-on-write page per fork). A block that cannot join a
-// bin (a thread without a heap, a full bin, a bin sent home) is dropped: marked freed, never
-// handed out again. A second free is reported either way (the bin is searched, the map read). The
-// waste is bounded by the slab (64 KiB per process). A class with kStarterClassFrees blocks dropped
-// is churning without a heap: it moves to a slab of its own at once, where blocks are reused.
-// Lock-free: a bump pointer advanced with a CAS, a per-class byte count, and one byte of block map
-// per 16 bytes of slab. Off in checked (debug) builds, whose slabs keep a state bit per block.
+// churns a little keeps reusing the same few starter blocks on the same dense pages (a shell's
+// fork loop: each block of its own slab was one more copy-on-write page per fork). Every such
+// free takes the slow path, so after kStarterBinFrees of them the class closes and its blocks are
+// dropped as they come back: a hot class moves to a slab of its own (glibc's bench-malloc-simple
+// ran 3.9x slower with starter blocks cycling through bins for good). A dropped block is marked
+// freed in the map and never handed out again; the waste is bounded by the slab (64 KiB per
+// process). A class with kStarterClassFrees blocks dropped closes too. A block in a bin has the
+// checks of any block there (liballockit's freed tag); a dropped one has the map's. Lock-free: a
+// bump pointer advanced with a CAS, per-class counts, and one byte of block map per 16 bytes of
+// slab. Off in checked (debug) builds, whose slabs keep a state bit per block.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,7 @@ namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
+inline constexpr std::uint32_t kStarterBinFrees = 16384;
 
 // Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its
 // own slab would give), or null when the class has had its share, the slab is used up or cannot
@@ -40,8 +43,10 @@ void* starter_alloc(unsigned cls) noexcept;
 // `p` is not a block of it or was dropped already.
 unsigned starter_block_class(const Slab* s, const void* p) noexcept;
 
-// Effects: reports a double free of starter block `p` and aborts.
-[[noreturn]] void starter_double_free(const void* p) noexcept;
+// Returns: whether a freed block of class `cls` may join a bin: not once the class has had
+// kStarterBinFrees frees into bins (it is churning: it closes, and its blocks are dropped as they
+// come back, so it moves to a slab of its own, whose frees take the fast path).
+bool starter_may_bin(unsigned cls) noexcept;
 
 // Effects: drops block `p` of class `cls` of the starter slab (checked by starter_block_class):
 // marked freed, never handed out again.

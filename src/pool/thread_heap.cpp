@@ -644,14 +644,11 @@ void* pool_alloc_slow(unsigned cls) noexcept {
 void pool_free_other(Slab* s, void* p) noexcept {
   Heap* h = tl_heap;
   if (s->starter) {
-    // Into this thread's bin if it has room (see starter_slab.hpp), else dropped. A block freed
-    // twice is found by the block map once dropped, and in the bin (at most `limit` blocks, and
-    // only starter frees look) until then, so every starter block keeps its double-free check.
+    // Into this thread's bin if it has room and the class is not churning (starter_slab.hpp),
+    // else dropped.
     const unsigned cls = starter_block_class(s, p);
     Bin& bin = h->bins[cls];
-    if (bin.count >= bin.limit) return starter_drop(p, cls);
-    for (const PoolBlock* b = bin.free; b != nullptr; b = b->next)
-      if (b == p) starter_double_free(p);
+    if (bin.count >= bin.limit || !starter_may_bin(cls)) return starter_drop(p, cls);
     // A class-0 block here spans a cache line. liballockit tags the second word of every freed
     // starter block but untags only blocks of 16 bytes or more: cleared here, so it is handed out
     // untagged, as class-0 blocks elsewhere are.
