@@ -78,6 +78,7 @@ std::uint8_t entry_of(const Slab* s, const void* p) {
 }  // namespace
 
 void* starter_alloc(unsigned cls) noexcept {
+  // A class bigger than any share is turned away before ready(), which would make the slab.
   if (cls >= kClassCount || class_size(cls) > kStarterClassBytes || !ready()) return nullptr;
   const std::size_t size = class_size(cls);
   // Every block starts a cache line: blocks of different classes never share one. Packed at

@@ -28,7 +28,6 @@ Heap* g_abandoned = nullptr;
 // and one page fault less per process (and per fork cycle, for a shell). The rest are carved
 // from 64 KiB chunks, never unmapped.
 constinit Heap g_first_heap(&g_empty_slab);
-bool g_first_heap_taken = false;
 char* g_heap_chunk = nullptr;
 std::size_t g_heap_chunk_left = 0;
 std::size_t g_heap_count = 0;
@@ -478,15 +477,12 @@ Slab* slab_of_class(const void* b, unsigned cls) {
 void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   while (b != nullptr) {
     Slab* s = slab_of_class(b, cls);
-    if (s->starter) {  // starter blocks have no home to go to: dropped (starter_slab.hpp)
+    if (s->starter || slab_owner(s) != h) {
       PoolBlock* next = b->next;
-      starter_drop(b, cls);
-      b = next;
-      continue;
-    }
-    if (slab_owner(s) != h) {
-      PoolBlock* next = b->next;
-      batch_remote(h, s, b);
+      if (s->starter)
+        starter_drop(b, cls);  // no home to go to (starter_slab.hpp)
+      else
+        batch_remote(h, s, b);
       b = next;
       continue;
     }
@@ -532,6 +528,21 @@ void empty_bins(Heap* h) {
 // Heaps: one per thread, handed back at thread exit and reused by the next new thread
 // ---------------------------------------------------------------------------------------------
 
+// A heap never used before: the static first one, then one carved from a chunk. Null when out of
+// memory. Caller holds g_heaps_lock.
+Heap* new_heap() {
+  if (g_heap_count == 0) return &g_first_heap;  // heaps are never freed: none made yet
+  if (g_heap_chunk_left < sizeof(Heap)) {
+    g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
+    if (g_heap_chunk == nullptr) return nullptr;
+    g_heap_chunk_left = kSlabSize;
+  }
+  Heap* h = ::new (g_heap_chunk) Heap(&g_empty_slab);
+  g_heap_chunk += align_up(sizeof(Heap), 64);
+  g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
+  return h;
+}
+
 Heap* acquire_heap() {
   Heap* h = nullptr;
   {
@@ -540,19 +551,7 @@ Heap* acquire_heap() {
       h = g_abandoned;
       g_abandoned = h->next_abandoned;
     } else {
-      if (!g_first_heap_taken) {
-        g_first_heap_taken = true;
-        h = &g_first_heap;
-      } else {
-        if (g_heap_chunk_left < sizeof(Heap)) {
-          g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
-          if (g_heap_chunk == nullptr) return nullptr;
-          g_heap_chunk_left = kSlabSize;
-        }
-        h = ::new (g_heap_chunk) Heap(&g_empty_slab);
-        g_heap_chunk += align_up(sizeof(Heap), 64);
-        g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
-      }
+      if ((h = new_heap()) == nullptr) return nullptr;
       h->is_real = true;
       for (unsigned cls = 0; cls < kHeapClasses; ++cls) h->bins[cls].limit = start_limit(cls);
       ++g_heap_count;
