@@ -11,6 +11,12 @@
 // both sides of megabytes of tables, where each one cost every process a page fault of its own.
 #define AK_LARGE_ZEROED __attribute__((section(".lbss")))
 
+// Places a small global that a process writes (or reads) as soon as it allocates in .data, even
+// when it is zero: in liballockit.so, .data shares its page with the GOT, which the dynamic
+// linker writes at load anyway. In .bss, each such page cost every process one page fault more,
+// two when read first (zero page, then copy), and another after every fork.
+#define AK_EARLY_DATA __attribute__((section(".data.ak_early")))
+
 namespace ak::detail {
 
 constexpr bool is_pow2(std::size_t x) noexcept {

@@ -13,7 +13,7 @@ namespace {
 // Whether before_fork took the locks. A single-threaded process (a shell, most short programs)
 // skips them: no other thread can hold one, and unlocking after fork wrote three lock pages on
 // each side, three copy-on-write faults per fork in the parent and three in the child.
-bool g_locked = false;
+AK_EARLY_DATA bool g_locked = false;
 
 void before_fork() {
   // Written only when it changes: a write on every fork was one more page fault per fork in the

@@ -38,11 +38,11 @@ std::size_t offset_for(std::size_t align) {
   return align <= sizeof(Header) ? sizeof(Header) : align;
 }
 
-constinit os::Lock g_lock;
-std::uintptr_t* g_table = nullptr;  // user pointers; 0 empty, 1 tombstone
-std::size_t g_cap = 0, g_used = 0, g_live = 0;
-std::size_t g_live_bytes = 0;
-std::size_t g_mapped = 0;  // mappings of live blocks; the cache counts its own
+AK_EARLY_DATA constinit os::Lock g_lock;
+AK_EARLY_DATA std::uintptr_t* g_table = nullptr;  // user pointers; 0 empty, 1 tombstone
+AK_EARLY_DATA std::size_t g_cap = 0, g_used = 0, g_live = 0;
+AK_EARLY_DATA std::size_t g_live_bytes = 0;
+AK_EARLY_DATA std::size_t g_mapped = 0;  // mappings of live blocks; the cache counts its own
 constinit LargeCache g_cache;
 
 Header* header_of(const void* p) {

@@ -16,7 +16,7 @@ constexpr std::size_t kTryPlainMapAlign = std::size_t(1) << 16;
 struct Linux {
   static std::size_t page_size() noexcept {
     // Cached in a constant-initialised atomic: no guarded static, no C++ runtime call.
-    static std::atomic<std::size_t> size{0};
+    AK_EARLY_DATA static std::atomic<std::size_t> size{0};
     std::size_t n = size.load(std::memory_order_relaxed);
     if (n == 0) size.store(n = std::size_t(::sysconf(_SC_PAGESIZE)), std::memory_order_relaxed);
     return n;

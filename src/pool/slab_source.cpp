@@ -37,11 +37,19 @@ struct Supply {
   std::size_t purge_older_than(std::uint64_t cutoff);
 };
 
-constinit os::Lock g_lock;
-AK_LARGE_ZEROED char* g_regions[kMaxRegions];  // every region of both kinds, for the stats
-std::size_t g_region_count = 0;
+AK_EARLY_DATA constinit os::Lock g_lock;
+// Every region of both kinds, for the stats. The first ones are early data: a short process
+// writes no page of the table.
+constexpr std::size_t kEarlyRegions = 2;
+AK_EARLY_DATA char* g_early_regions[kEarlyRegions] = {};
+AK_LARGE_ZEROED char* g_regions[kMaxRegions - kEarlyRegions];
+AK_EARLY_DATA std::size_t g_region_count = 0;
+
+char*& region_at(std::size_t i) {
+  return i < kEarlyRegions ? g_early_regions[i] : g_regions[i - kEarlyRegions];
+}
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
-void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
+AK_EARLY_DATA void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
 constinit Supply g_small{kSlabSize, kSmallRegions};
 constinit Supply g_medium{kMediumSlabSize, kMediumRegions};
 
@@ -54,7 +62,7 @@ bool Supply::add_region() {
   const std::size_t slot = addr(r) >> kRegionShift;
   region_word(slot, region_kind)
       .fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
-  g_regions[g_region_count++] = r;
+  region_at(g_region_count++) = r;
   carve = r;
   carve_end = r + kRegionSize;
   return true;
@@ -196,7 +204,7 @@ SlabSourceStats slab_source_stats() noexcept {
                     0,
                     g_small.in_use * kSlabSize + g_medium.in_use * kMediumSlabSize};
   for (std::size_t i = 0; i < g_region_count; ++i)
-    s.resident_bytes += os::resident_bytes(g_regions[i], kRegionSize);
+    s.resident_bytes += os::resident_bytes(region_at(i), kRegionSize);
   return s;
 }
 

@@ -1,33 +1,20 @@
 #include "pool/starter_slab.hpp"
 
 #include <atomic>
-#include <cstring>
 
 #include "core/core.hpp"
 #include "os/os.hpp"
+#include "pool/hot_page.hpp"
 #include "pool/slab_source.hpp"
 
 namespace ak::detail {
 namespace {
 
-constexpr std::size_t kUnit = 16;                     // block map granularity
-constexpr std::size_t kLine = 64;                     // block alignment and size granularity
-constexpr std::size_t kMapBytes = kSlabSize / kUnit;  // one byte per unit of the whole slab
-constexpr std::uint8_t kFreedBit = 0x80;              // map byte: class + 1, | kFreedBit once freed
+constexpr std::uint8_t kFreedBit = 0x80;  // map byte: class + 1, | kFreedBit once freed
 // class_bytes of a closed class: above any share, so no block of it is bumped out again.
-constexpr std::uint32_t kClosed = std::uint32_t(kStarterClassBytes) + 1;
+constexpr std::uint16_t kClosed = std::uint16_t(kStarterClassBytes + 1);
 
-// The slab, laid out as header (at its colour offset) | block map | blocks.
-struct Starter {
-  std::atomic<int> state{0};  // 0: not yet made, 1: being made, 2: ready, 3: unavailable
-  std::atomic<std::uint8_t>* map = nullptr;  // indexed by (p - slab base) / kUnit
-  std::atomic<char*> next{nullptr};
-  char* end = nullptr;
-  std::atomic<std::uint32_t> class_bytes[kClassCount] = {};
-  std::atomic<std::uint32_t> class_frees[kClassCount] = {};   // blocks dropped
-  std::atomic<std::uint32_t> class_binned[kClassCount] = {};  // frees into a bin
-};
-constinit Starter g_starter;
+constexpr StarterState& g_starter = g_pool_hot.starter;
 
 // Makes the slab; false when no memory (the caller falls back to ordinary slabs for good).
 bool make_starter() {
@@ -35,25 +22,22 @@ bool make_starter() {
   auto* base = static_cast<char*>(slab_acquire(false, &zeroed));
   if (base == nullptr) return false;
   auto* s = ::new (base + slab_color_offset(reinterpret_cast<std::uintptr_t>(base))) Slab{};
-  auto* map = reinterpret_cast<char*>(s) + sizeof(Slab);
-  if (!zeroed) std::memset(map, 0, kMapBytes);
-  char* data =
-      reinterpret_cast<char*>(align_up(reinterpret_cast<std::uintptr_t>(map + kMapBytes), 64));
+  char* data = reinterpret_cast<char*>(s) + sizeof(Slab);  // a header boundary: a line boundary
   s->owner_tag = 1;  // odd: no heap's address, so every free leaves the fast path
   s->starter = true;
-  s->block_size = kUnit;  // blocks vary; this is their granularity (liballockit's free tag fits)
+  s->block_size = 16;  // blocks vary; the smallest a free tag fits in (liballockit's checks)
   s->data = data;
-  s->end = base + kSlabSize;
-  // Its map, not a carve point, says which blocks were handed out.
+  s->end = data + kStarterBlockBytes;
+  // The map, not a carve point, says which blocks were handed out.
   s->carve.store(s->end, std::memory_order_relaxed);
-  g_starter.map = reinterpret_cast<std::atomic<std::uint8_t>*>(map);
+  g_starter.data = data;
   g_starter.end = s->end;
   g_starter.next.store(data, std::memory_order_relaxed);
   return true;
 }
 
-// A compare-exchange, not a load, comes first: the first touch of g_starter's zero-initialised
-// page is then a write, one page fault, not a read fault (zero page) and a copy-on-write fault.
+// A compare-exchange, not a load, comes first: the first touch of the hot page is then a write,
+// one page fault, not a read fault (zero page) and a copy-on-write fault.
 bool ready() {
   int st = 0;
   if (!g_starter.state.compare_exchange_strong(st, 1, std::memory_order_acquire))
@@ -64,14 +48,14 @@ bool ready() {
 }
 
 std::size_t map_index(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) - slab_base(p)) / kUnit;
+  return std::size_t(static_cast<const char*>(p) - g_starter.data) / kStarterLine;
 }
 
-// The map byte of `p` if it can be a block of starter slab `s` (inside its blocks, on a unit),
+// The map byte of `p` if it can be a block of starter slab `s` (inside its blocks, on a line),
 // else 0, as for an address no block starts at.
 std::uint8_t entry_of(const Slab* s, const void* p) {
   auto* c = static_cast<const char*>(p);
-  if (c < s->data || c >= s->end || reinterpret_cast<std::uintptr_t>(c) % kUnit != 0) return 0;
+  if (c < s->data || c >= s->end || std::size_t(c - s->data) % kStarterLine != 0) return 0;
   return g_starter.map[map_index(p)].load(std::memory_order_relaxed);
 }
 
@@ -84,16 +68,16 @@ void* starter_alloc(unsigned cls) noexcept {
   // Every block starts a cache line: blocks of different classes never share one. Packed at
   // 16 bytes, a program's first, long-lived objects (a queue and its lock, per-thread state) sat
   // side by side, and threads writing them took each other's lines (xmalloc 7% slower).
-  const std::size_t bytes = align_up(size, kLine);
-  std::atomic<std::uint32_t>& used = g_starter.class_bytes[cls];
+  const std::size_t bytes = align_up(size, kStarterLine);
+  std::atomic<std::uint16_t>& used = g_starter.class_bytes[cls];
   if (used.load(std::memory_order_relaxed) + bytes > kStarterClassBytes) return nullptr;
   char* p = g_starter.next.load(std::memory_order_relaxed);
   char* q;
   do {
-    q = reinterpret_cast<char*>(align_up(reinterpret_cast<std::uintptr_t>(p), kLine));
+    q = p;  // every block is whole lines: the bump pointer stays on a line
     if (q + bytes > g_starter.end) return nullptr;
   } while (!g_starter.next.compare_exchange_weak(p, q + bytes, std::memory_order_relaxed));
-  used.fetch_add(std::uint32_t(bytes), std::memory_order_relaxed);
+  used.fetch_add(std::uint16_t(bytes), std::memory_order_relaxed);
   g_starter.map[map_index(q)].store(std::uint8_t(cls + 1), std::memory_order_relaxed);
   return q;
 }
@@ -115,7 +99,7 @@ unsigned starter_block_class(const Slab* s, const void* p) noexcept {
 
 bool starter_may_bin(unsigned cls) noexcept {
   if (g_starter.class_bytes[cls].load(std::memory_order_relaxed) > kStarterClassBytes) return false;
-  if (g_starter.class_binned[cls].fetch_add(1, std::memory_order_relaxed) + 1 < kStarterBinFrees)
+  if (g_starter.class_binned[cls].fetch_add(1, std::memory_order_relaxed) + 1u < kStarterBinFrees)
     return true;
   g_starter.class_bytes[cls].store(kClosed, std::memory_order_relaxed);
   return false;

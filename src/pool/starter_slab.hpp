@@ -8,7 +8,8 @@
 // touching one page per 4 KiB handed out. (8 KiB, not 4: a shell's fork child takes one 8 KiB
 // buffer, which cost a slab, and two page faults, per child.) A class that needs more gets its own
 // slab, as before. The starter slab is a 64 KiB slab like any other, so its blocks are found,
-// freed and measured through its header.
+// freed and measured through its header; it hands out kStarterBlockBytes of blocks, from right
+// after its header.
 //
 // A block freed by a thread with a heap joins that thread's bin of its class, so a class that
 // churns a little keeps reusing the same few starter blocks on the same dense pages (a shell's
@@ -16,13 +17,15 @@
 // free takes the slow path, so after kStarterBinFrees of them the class closes and its blocks are
 // dropped as they come back: a hot class moves to a slab of its own (glibc's bench-malloc-simple
 // ran 3.9x slower with starter blocks cycling through bins for good). A dropped block is marked
-// freed in the map and never handed out again; the waste is bounded by the slab (64 KiB per
+// freed in the map and never handed out again; the waste is bounded by the slab (48 KiB per
 // process). A class with kStarterClassFrees blocks dropped closes too. A block in a bin has the
 // checks of any block there (liballockit's freed tag); a dropped one has the map's. Lock-free: a
-// bump pointer advanced with a CAS, per-class counts, and one byte of block map per 16 bytes of
-// slab. Off in checked (debug) builds, whose slabs keep a state bit per block.
+// bump pointer advanced with a CAS, per-class counts, and one byte of block map per 64-byte line of
+// blocks, all on the hot page (pool/hot_page.hpp) with the first heap. Off in checked (debug)
+// builds, whose slabs keep a state bit per block.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,6 +36,26 @@ namespace ak::detail {
 inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
 inline constexpr std::uint32_t kStarterBinFrees = 16384;
+inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
+// The blocks the starter slab hands out (past its header, whatever its colour offset): as many as
+// its map can cover beside the first heap on the hot page.
+inline constexpr std::size_t kStarterBlockBytes = std::size_t(48) << 10;
+
+// The starter slab's state, all zero until the first block is handed out. Counters are narrow to
+// fit the hot page: each stays below its type's range (class_frees may wrap once its class has
+// closed, which only closes it again).
+struct StarterState {
+  std::atomic<int> state{0};  // 0: not yet made, 1: being made, 2: ready, 3: unavailable
+  std::atomic<char*> next{nullptr};
+  char* data = nullptr;                                       // its first block
+  char* end = nullptr;                                        // data + kStarterBlockBytes
+  std::atomic<std::uint16_t> class_bytes[kClassCount] = {};   // handed out; kClosed once closed
+  std::atomic<std::uint16_t> class_binned[kClassCount] = {};  // frees into a bin
+  std::atomic<std::uint8_t> class_frees[kClassCount] = {};    // blocks dropped
+  // One byte per line of blocks: class + 1 where a block starts, | kFreedBit once dropped.
+  std::atomic<std::uint8_t> map[kStarterBlockBytes / kStarterLine] = {};
+};
+static_assert(kStarterClassBytes < 0xffff && kStarterBinFrees < 0xffff);
 
 // Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its
 // own slab would give), or null when the class has had its share, the slab is used up or cannot

@@ -7,6 +7,7 @@
 
 #include "core/core.hpp"
 #include "os/os.hpp"
+#include "pool/hot_page.hpp"
 #include "pool/slab_source.hpp"
 #include "pool/starter_slab.hpp"
 
@@ -14,23 +15,21 @@ namespace ak::detail {
 
 static_assert(kPoolClasses == kClassCount);
 
-constinit Slab g_empty_slab{};
-constinit Heap g_empty_heap(&g_empty_slab);
+AK_EARLY_DATA constinit Heap g_empty_heap;  // read by a thread's first calls
+// The first heap is static, on the hot page (pool/hot_page.hpp); the rest are carved from 64 KiB
+// chunks, never unmapped.
+AK_LARGE_ZEROED constinit HotPage g_pool_hot;
 constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
 
 namespace {
 
 constexpr std::size_t kCarvePage = 4096;  // blocks are carved lazily, one page's worth at a time
 
-constinit os::Lock g_heaps_lock;
-Heap* g_abandoned = nullptr;
-// The first heap is static, among the globals a process that allocates writes anyway: one mmap
-// and one page fault less per process (and per fork cycle, for a shell). The rest are carved
-// from 64 KiB chunks, never unmapped.
-constinit Heap g_first_heap(&g_empty_slab);
-char* g_heap_chunk = nullptr;
-std::size_t g_heap_chunk_left = 0;
-std::size_t g_heap_count = 0;
+AK_EARLY_DATA constinit os::Lock g_heaps_lock;
+AK_EARLY_DATA Heap* g_abandoned = nullptr;
+AK_EARLY_DATA char* g_heap_chunk = nullptr;
+AK_EARLY_DATA std::size_t g_heap_chunk_left = 0;
+AK_EARLY_DATA std::size_t g_heap_count = 0;
 bool g_checked_slabs = kDebugBuild;
 
 void on_thread_exit(void* heap);
@@ -108,7 +107,7 @@ void mark_free(Slab* s, void* p) {
 }
 
 // Slabs in use per size class (stats only; slow paths only).
-std::atomic<std::uint32_t> g_class_slabs[kHeapClasses];
+AK_EARLY_DATA std::atomic<std::uint32_t> g_class_slabs[kHeapClasses];
 
 void retire_slab(Slab* s) {
   g_class_slabs[s->size_class].fetch_sub(1, std::memory_order_relaxed);
@@ -244,7 +243,7 @@ void make_current(Heap* h, Slab* s) {
 // The current slab `s` stops being current. The caller puts it on a list or retires it.
 void stop_current(Heap* h, Slab* s) {
   s->current = false;
-  h->current[s->size_class] = &g_empty_slab;
+  h->current[s->size_class] = nullptr;
 }
 
 // A full slab waits on its class's full list until rejoin_at() says enough of it is free again.
@@ -531,13 +530,13 @@ void empty_bins(Heap* h) {
 // A heap never used before: the static first one, then one carved from a chunk. Null when out of
 // memory. Caller holds g_heaps_lock.
 Heap* new_heap() {
-  if (g_heap_count == 0) return &g_first_heap;  // heaps are never freed: none made yet
+  if (g_heap_count == 0) return &g_pool_hot.first_heap;  // heaps are never freed: none made yet
   if (g_heap_chunk_left < sizeof(Heap)) {
     g_heap_chunk = static_cast<char*>(os::map(kSlabSize, 64));
     if (g_heap_chunk == nullptr) return nullptr;
     g_heap_chunk_left = kSlabSize;
   }
-  Heap* h = ::new (g_heap_chunk) Heap(&g_empty_slab);
+  Heap* h = ::new (g_heap_chunk) Heap();
   g_heap_chunk += align_up(sizeof(Heap), 64);
   g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
   return h;
@@ -568,7 +567,7 @@ void abandon_heap(Heap* h) {
   collect_remote(h);
   retire_kept_empty(h);
   for (Slab* s : h->current) {
-    if (s == &g_empty_slab) continue;
+    if (s == nullptr) continue;
     stop_current(h, s);
     if (s->used == 0) {
       retire_slab(s);
@@ -593,7 +592,7 @@ void on_thread_exit(void* heap) {
 // there is no current slab or it is exhausted.
 void* take_from_current(Heap* h, unsigned cls) {
   Slab* s = h->current[cls];
-  if (s == &g_empty_slab) return nullptr;
+  if (s == nullptr) return nullptr;
   if (s->checked) return take_checked_block(s);
   Bin& bin = h->bins[cls];
   return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop(cls)
@@ -609,7 +608,7 @@ void* refill(Heap* h, unsigned cls) {
   flush_outgoing(h);
   collect_remote(h);
   if (void* p = take_from_current(h, cls)) return p;
-  if (Slab* s = h->current[cls]; s != &g_empty_slab) {
+  if (Slab* s = h->current[cls]; s != nullptr) {
     stop_current(h, s);
     mark_full(h, s);  // exhausted: every block is out
   }
@@ -633,7 +632,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
   Heap* h = tl_heap;
   // A class this thread has no slab of yet starts in the starter slab; a thread that stays there
   // never needs a heap.
-  if (h->current[cls] == &g_empty_slab && h->avail[cls] == nullptr && h->full[cls] == nullptr &&
+  if (h->current[cls] == nullptr && h->avail[cls] == nullptr && h->full[cls] == nullptr &&
       !g_checked_slabs)
     if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;

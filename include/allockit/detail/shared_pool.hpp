@@ -107,12 +107,10 @@ inline constexpr std::uint32_t kChainInfoMin = 32;
 inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
+// All zero when new: a static heap needs no relocation and stays in .bss until written.
 struct alignas(64) Heap {
-  constexpr explicit Heap(Slab* empty) noexcept {
-    for (Slab*& s : current) s = empty;
-  }
   Bin bins[kHeapClasses];
-  Slab* current[kHeapClasses] = {};  // per class: the slab refills come from (never null)
+  Slab* current[kHeapClasses] = {};               // per class: the slab refills come from, or null
   std::uint8_t bin_overflows[kHeapClasses] = {};  // per class: overflows since it last ran empty
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
