@@ -17,6 +17,12 @@
 // two when read first (zero page, then copy), and another after every fork.
 #define AK_EARLY_DATA __attribute__((section(".data.ak_early")))
 
+// Places a constant that malloc or free reads in RELRO memory (.data.rel.ro: read-only once the
+// library is relocated) instead of .rodata. Both are read-only; but fork copies the page-table
+// entries of the RELRO mapping, which relocation wrote, and not those of .rodata's, so every
+// fork child's first malloc took a page fault on .rodata again.
+#define AK_FORK_KEPT_CONST __attribute__((section(".data.rel.ro")))
+
 namespace ak::detail {
 
 constexpr bool is_pow2(std::size_t x) noexcept {

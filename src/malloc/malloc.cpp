@@ -31,7 +31,7 @@ struct MallocClasses {
       of[i] = (unsigned char)class_for(i * 16, 16);
   }
 };
-constexpr MallocClasses kClasses;
+AK_FORK_KEPT_CONST constexpr MallocClasses kClasses;
 
 inline unsigned malloc_class(std::size_t size) {
   return size <= 8 ? 0 : kClasses.of[(size + 15) >> 4];

@@ -15,11 +15,14 @@ namespace ak::detail {
 
 static_assert(kPoolClasses == kClassCount);
 
-AK_EARLY_DATA constinit Heap g_empty_heap;  // read by a thread's first calls
+// The sentinel heap of threads without one: never written, so it is read-only memory, where a
+// write to it would fault at once.
+AK_FORK_KEPT_CONST constexpr Heap g_empty_heap{};
 // The first heap is static, on the hot page (pool/hot_page.hpp); the rest are carved from 64 KiB
 // chunks, never unmapped.
 AK_LARGE_ZEROED constinit HotPage g_pool_hot;
-constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) = &g_empty_heap;
+constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) =
+    const_cast<Heap*>(&g_empty_heap);
 
 namespace {
 
@@ -583,7 +586,7 @@ void abandon_heap(Heap* h) {
 }
 
 void on_thread_exit(void* heap) {
-  tl_heap = &g_empty_heap;  // later frees in this thread take the remote path
+  tl_heap = const_cast<Heap*>(&g_empty_heap);  // later frees in this thread take the remote path
   abandon_heap(static_cast<Heap*>(heap));
 }
 

@@ -66,6 +66,20 @@ cc -O1 threads.c -o threads
 # A C program never loads the C++ runtime because of allockit.
 [ -z "$(run env LD_DEBUG=libs ./threads 2>&1 | grep -E 'libstdc\+\+|libgcc_s|libm\.so')" ]
 
+step "the writable globals but the tables and the hot page share one page with the GOT's end"
+# .data and .bss must lie on the page where .got.plt ends (written at load and by lazy binding):
+# each page more costs every process a page fault and every fork cycle a copy-on-write fault per
+# side (docs/architecture.md, "Hot page and early data").
+sections=$(readelf -SW "$lib" | sed 's/\[ */[/' | awk '$2 ~ /^\.(got\.plt|data|bss)$/ {print $2, $4, $6}')
+[ "$(echo "$sections" | wc -l)" = 3 ] || { echo "sections: $sections"; exit 1; }
+end_of() { read -r _ a n <<<"$(echo "$sections" | grep "^$1 ")"; echo $((0x$a + 0x$n - 1)); }
+got_end=$(end_of '\.got\.plt')
+bss_end=$(end_of '\.bss')
+if [ $((got_end / 4096)) != $((bss_end / 4096)) ]; then
+  printf 'writable globals span pages: .got.plt ends at 0x%x, .bss at 0x%x\n' "$got_end" "$bss_end"
+  exit 1
+fi
+
 step "C++ operator new: bad_alloc, the new_handler, nothrow (through weak runtime references)"
 cat > newops.cpp <<'CPP'
 #include <cstdio>
