@@ -95,6 +95,38 @@ TEST(StarterSlab, BlocksAreNotReusedAndAClassMovesOnAfterItsShare) {
   });
 }
 
+TEST(StarterSlab, WhenItsBlocksRunOutClassesGetSlabsOfTheirOwn) {
+  in_fresh_process([] {
+    // Classes of 2 to 8 KiB take their whole share each: the starter's blocks (48 KiB) run out
+    // before the last class comes, whose first block then comes from a slab of its own. Every
+    // block is whole and usable.
+    const ak::detail::Slab* starter = nullptr;
+    std::size_t from_starter = 0;
+    bool last_class_first_from_starter = true;
+    std::vector<char*> blocks;
+    for (std::size_t n = 2048; n <= 8192; n += 512)
+      for (std::size_t i = 0; i < kStarterClassBytes / n + 1; ++i) {
+        auto* p = static_cast<char*>(ak_malloc(n));
+        REQUIRE(p != nullptr && ak_malloc_usable_size(p) >= n, 40);
+        std::memset(p, int(blocks.size() % 251), n);
+        if (slab_of(p)->starter) {
+          REQUIRE(starter == nullptr || slab_of(p) == starter, 41);
+          starter = slab_of(p);
+          from_starter += ak_malloc_usable_size(p);
+        }
+        if (n == 8192 && i == 0) last_class_first_from_starter = slab_of(p)->starter;
+        blocks.push_back(p);
+      }
+    REQUIRE(starter != nullptr, 42);
+    REQUIRE(from_starter <= ak::detail::kStarterBlockBytes, 43);  // never past its block area
+    REQUIRE(!last_class_first_from_starter, 44);                  // used up before the last
+    for (std::size_t i = 0; i < blocks.size(); ++i) {             // no block overlapped another
+      REQUIRE(blocks[i][0] == char(i % 251) && blocks[i][2047] == char(i % 251), 45);
+      ak_free(blocks[i]);
+    }
+  });
+}
+
 TEST(StarterSlab, AThreadWithAHeapReusesStarterBlocksThroughItsBins) {
   in_fresh_process([] {
     take_a_heap();
