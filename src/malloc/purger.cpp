@@ -28,8 +28,8 @@ constexpr std::size_t kEagerBytes = std::size_t(16) << 20;
 
 AK_EARLY_DATA std::atomic<bool> g_started{false};
 AK_EARLY_DATA std::atomic<std::size_t> g_cached_while_young{0};
-AK_EARLY_DATA std::uint64_t g_load_ns =
-    0;  // set before any thread exists; 0: loaded long ago (treated as old)
+// Set before any thread exists; 0: loaded long ago (treated as old).
+AK_EARLY_DATA std::uint64_t g_load_ns = 0;
 
 void purger_main() {
   for (;;) {
