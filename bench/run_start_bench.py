@@ -65,7 +65,7 @@ def render(doc):
     start, script = doc["start_ms"], doc["script_s"]
     med = {n: statistics.median(v) for n, v in start.items()}
     smed = {n: statistics.median(v) for n, v in script.items()}
-    cmed = {n: statistics.median(v) for n, v in doc.get("script_cpu_s", {}).items()}
+    cmed = {n: statistics.median(v) for n, v in doc["script_cpu_s"].items()}
     base, sbase = med["glibc"], smed["glibc"]
     ak = "allockit"
     peers = [n for n in start if n not in ("glibc", "empty .so", ak)]
@@ -88,10 +88,10 @@ def render(doc):
     lines += ["", "| preload | ms per process | above glibc | rounds (ms) | script (s) | script / glibc "
               "| script CPU (s) | CPU / glibc |", "|---|---|---|---|---|---|---|---|"]
     for n in start:
-        cpu = (f" | {cmed[n]:.2f} | {cmed[n] / cmed['glibc']:.3f} |" if cmed else " | | |")
         lines.append(f"| {n} | {med[n]:.3f} | {med[n] - base:+.3f} | "
                      + ", ".join(f"{x:.3f}" for x in start[n])
-                     + f" | {smed[n]:.2f} | {smed[n] / sbase:.3f}" + cpu)
+                     + f" | {smed[n]:.2f} | {smed[n] / sbase:.3f}"
+                     + f" | {cmed[n]:.2f} | {cmed[n] / cmed['glibc']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

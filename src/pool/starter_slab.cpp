@@ -31,7 +31,6 @@ bool make_starter() {
   // The map, not a carve point, says which blocks were handed out.
   s->carve.store(s->end, std::memory_order_relaxed);
   g_starter.data = data;
-  g_starter.end = s->end;
   g_starter.next.store(data, std::memory_order_relaxed);
   return true;
 }
@@ -71,15 +70,15 @@ void* starter_alloc(unsigned cls) noexcept {
   const std::size_t bytes = align_up(size, kStarterLine);
   std::atomic<std::uint16_t>& used = g_starter.class_bytes[cls];
   if (used.load(std::memory_order_relaxed) + bytes > kStarterClassBytes) return nullptr;
+  // Every block is whole lines: the bump pointer stays on a line.
+  char* const end = g_starter.data + kStarterBlockBytes;
   char* p = g_starter.next.load(std::memory_order_relaxed);
-  char* q;
   do {
-    q = p;  // every block is whole lines: the bump pointer stays on a line
-    if (q + bytes > g_starter.end) return nullptr;
-  } while (!g_starter.next.compare_exchange_weak(p, q + bytes, std::memory_order_relaxed));
+    if (p + bytes > end) return nullptr;
+  } while (!g_starter.next.compare_exchange_weak(p, p + bytes, std::memory_order_relaxed));
   used.fetch_add(std::uint16_t(bytes), std::memory_order_relaxed);
-  g_starter.map[map_index(q)].store(std::uint8_t(cls + 1), std::memory_order_relaxed);
-  return q;
+  g_starter.map[map_index(p)].store(std::uint8_t(cls + 1), std::memory_order_relaxed);
+  return p;
 }
 
 namespace {

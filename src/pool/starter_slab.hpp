@@ -47,8 +47,7 @@ inline constexpr std::size_t kStarterBlockBytes = std::size_t(48) << 10;
 struct StarterState {
   std::atomic<int> state{0};  // 0: not yet made, 1: being made, 2: ready, 3: unavailable
   std::atomic<char*> next{nullptr};
-  char* data = nullptr;                                       // its first block
-  char* end = nullptr;                                        // data + kStarterBlockBytes
+  char* data = nullptr;  // its first block; its blocks end kStarterBlockBytes later
   std::atomic<std::uint16_t> class_bytes[kClassCount] = {};   // handed out; kClosed once closed
   std::atomic<std::uint16_t> class_binned[kClassCount] = {};  // frees into a bin
   std::atomic<std::uint8_t> class_frees[kClassCount] = {};    // blocks dropped
