@@ -393,7 +393,7 @@ void collect_remote(Heap* h) {
 // empty its limit doubles (the program wanted more blocks of the class than it kept), up to
 // kMaxBinBlocks and while the heap's bins together may hold at most kHeapBinBytes; a bin that
 // overflows more than kMaxOverflows times without running empty in between halves it again (a
-// long run of frees: the program is giving memory back). A full bin sends its older half home.
+// long run of frees: the program is giving memory back). A full bin sends its most recent half home.
 // What a thread that frees everything and goes idle keeps is its bins: at most kHeapBinBytes, each
 // block pinning at most one otherwise empty slab; a long run of frees first shrinks them to their
 // start limits.
@@ -504,21 +504,18 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   }
 }
 
-// The bin of class `cls` keeps its `keep` most recent blocks and sends the rest home.
+// The bin of class `cls` keeps `keep` blocks and sends the rest home: its most recent ones, the
+// blocks the walk finds in cache (the older ones stay, cold, and are handed out in turn).
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   Bin& bin = h->bins[cls];
   if (bin.count <= keep) return;
-  PoolBlock* rest = bin.free;
-  if (keep == 0) {
-    bin.free = nullptr;
-  } else {
-    PoolBlock* last = bin.free;
-    for (std::uint32_t i = 1; i < keep; ++i) last = last->next;
-    rest = last->next;
-    last->next = nullptr;
-  }
+  PoolBlock* const sent = bin.free;
+  PoolBlock* last = sent;
+  for (std::uint32_t i = 1; i < bin.count - keep; ++i) last = last->next;
+  bin.free = last->next;
+  last->next = nullptr;
   bin.count = keep;
-  release_chain(h, rest, cls);
+  release_chain(h, sent, cls);
 }
 
 // Sends every block in h's bins home.
@@ -668,7 +665,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
     s->checked_free = b;
     return after_frees(h, s, 1);
   }
-  // A full bin: its older half goes home, then the block joins it.
+  // A full bin: its most recent half goes home, then the block joins it.
   const unsigned cls = s->bin_class;
   Bin& bin = h->bins[cls];
   after_overflow(h, cls);

@@ -5,7 +5,7 @@
 // bounded LIFO list of free blocks of that class from any slab, its own or another heap's. Frees
 // push onto the freeing thread's bin and allocations pop from it, so a block freed is the next
 // one handed out, still in cache, and neither path branches on which slab a block is in. A full
-// bin sends its older half home; an empty one refills from the heap's slabs. Invariants:
+// bin sends its most recent half home; an empty one refills from the heap's slabs. Invariants:
 // - only the owner thread touches its bins and its slabs' `free`, `used`, `settle_at`, `full`
 //   (a heap no thread owns is touched only under the hand-out lock, by pool_settle_remote);
 // - other threads never write a slab header (a debug slab's atomic live bits aside): blocks they
