@@ -393,10 +393,10 @@ void collect_remote(Heap* h) {
 // empty its limit doubles (the program wanted more blocks of the class than it kept), up to
 // kMaxBinBlocks and while the heap's bins together may hold at most kHeapBinBytes; a bin that
 // overflows more than kMaxOverflows times without running empty in between halves it again (a
-// long run of frees: the program is giving memory back). A full bin sends its most recent half home.
-// What a thread that frees everything and goes idle keeps is its bins: at most kHeapBinBytes, each
-// block pinning at most one otherwise empty slab; a long run of frees first shrinks them to their
-// start limits.
+// long run of frees: the program is giving memory back). A full bin sends its most recent half
+// home. What a thread that frees everything and goes idle keeps is its bins: at most kHeapBinBytes,
+// each block pinning at most one otherwise empty slab; a long run of frees first shrinks them to
+// their start limits.
 constexpr std::uint32_t kMaxBinBlocks = 8192;
 constexpr std::size_t kHeapBinBytes = std::size_t(2) << 20;
 constexpr std::uint8_t kMaxOverflows = 3;

@@ -18,6 +18,20 @@ ls p.akj*
 child=$(ls p.akj.* | head -1)
 "$build/pattern_check" p.akj expected.txt "$child"
 
+step "the recorder compresses as it writes: zstd blocks with TSC times, nothing rewritten after"
+python3 - p.akj <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+o = 24 + struct.unpack_from("<I", d, 12)[0]
+codecs = set()
+while o + 40 <= len(d):
+    codec, stored = struct.unpack_from("<II", d, o + 4)
+    codecs.add(codec)
+    o += 40 + stored
+assert o == len(d), f"{len(d) - o} bytes after the last whole block"
+assert 0x101 in codecs, f"no zstd block with TSC times: {sorted(codecs)}"
+PY
+
 step "stats agree with the journal and the program"
 "$ak" stats p.akj > stats.txt
 grep -q "posix_memalign" stats.txt || fail "stats lacks posix_memalign"

@@ -1,5 +1,6 @@
 // `allockit record` (see record.hpp). The recorder library does the recording inside the
-// program; this side sets it up, forwards signals, and compresses the journals afterwards.
+// program, compressing as it goes; this side sets it up, forwards signals, and checks the
+// journals when the program ends.
 #include "cli/record.hpp"
 
 #include <dirent.h>
@@ -69,31 +70,20 @@ std::vector<std::string> journals_of(const std::string& out) {
 
 }  // namespace
 
-uint64_t compact_journal(const std::string& path) {
-  trace::JournalReader in(path);
-  std::string tmp = path + ".compact";
+uint64_t check_journal(const std::string& path) {
   uint64_t events = 0;
+  int64_t cut = -1;
   {
-    trace::Meta meta = in.meta();
-    for (auto& [k, v] : meta)
-      if (k == "clock") v = "CLOCK_MONOTONIC (from tsc)";
-    trace::JournalWriter w(tmp, meta, true);
-    trace::Block b;
-    try {
-      while (in.next(b))
-        for (const auto& e : b.events) w.add(b.thread, b.os_tid, e);
-    } catch (...) {
-      std::remove(tmp.c_str());
-      throw;
-    }
-    w.finish();
-    events = w.events();
+    trace::JournalReader in(path);
+    for (uint32_t n = 0; in.skim(n);) events += n;
+    cut = in.truncated_at();
   }
-  if (in.truncated_at() >= 0)
+  if (cut >= 0) {
+    if (truncate(path.c_str(), cut) != 0)
+      throw std::runtime_error("cannot cut " + path + ": " + std::strerror(errno));
     std::fprintf(stderr, "allockit record: %s: incomplete last block at offset %lld dropped\n",
-                 path.c_str(), static_cast<long long>(in.truncated_at()));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot replace " + path);
+                 path.c_str(), static_cast<long long>(cut));
+  }
   return events;
 }
 
@@ -162,7 +152,7 @@ int record(const RecordOptions& opt) {
     return code ? code : 1;
   }
   for (const auto& f : files) {
-    uint64_t events = compact_journal(f);
+    uint64_t events = check_journal(f);
     struct stat st {};
     stat(f.c_str(), &st);
     std::fprintf(stderr, "allockit record: %s: %llu events, %lld bytes (%.2f bytes/event)\n",

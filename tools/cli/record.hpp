@@ -1,4 +1,4 @@
-// `allockit record`: runs a command under the recorder and compacts the journals it leaves.
+// `allockit record`: runs a command under the recorder and checks the journals it leaves.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,8 +14,9 @@ struct RecordOptions {
 // Returns the command's exit status (128 + signal if it was killed).
 int record(const RecordOptions& opt);
 
-// Rewrites a raw journal with zstd blocks in place; a truncated tail is dropped with a warning.
-// Returns the number of events. Throws trace::JournalError on damage.
-uint64_t compact_journal(const std::string& path);
+// Reads a journal through (every block's header and checksum, nothing decoded) and cuts an
+// incomplete last block off with a warning. Returns the number of events. Throws
+// trace::JournalError on damage.
+uint64_t check_journal(const std::string& path);
 
 }  // namespace ak::cli

@@ -154,10 +154,11 @@ uint64_t JournalReader::ticks_to_ns(uint64_t ticks) const {
   return clock_ns0_ + static_cast<uint64_t>(static_cast<int64_t>(d));
 }
 
-bool JournalReader::next(Block& b) {
-  BlockHeader h;
-  uint64_t start;
-  for (;;) {  // skips clock blocks (read ahead by scan_clocks)
+// Reads the next event block's header and stored payload into `h` and stored_, checking both
+// (clock blocks, read ahead by scan_clocks, are skipped). False at the end or at an incomplete
+// last block (truncated_at); a damaged block throws. Sets `start` to the block's offset.
+bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
+  for (;;) {
     if (truncated_at_ >= 0) return false;
     start = offset_;
     size_t got = read(&h, sizeof h);
@@ -182,8 +183,22 @@ bool JournalReader::next(Block& b) {
     }
     if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
       throw JournalError("block checksum mismatch", start);
-    if (codec != kCodecClock) break;
+    if (codec != kCodecClock) return true;
   }
+}
+
+bool JournalReader::skim(uint32_t& events) {
+  BlockHeader h;
+  uint64_t start;
+  if (!read_block(h, start)) return false;
+  events = h.event_count;
+  return true;
+}
+
+bool JournalReader::next(Block& b) {
+  BlockHeader h;
+  uint64_t start;
+  if (!read_block(h, start)) return false;
   bool ticks = h.codec & kTicksFlag;
   if (ticks && clock_points_ < 2)
     throw JournalError("block times are TSC ticks but the journal has fewer than two clock blocks",

@@ -49,6 +49,8 @@ class JournalReader {
   // Reads the next block into `b`. Returns false at the end. A block cut short by the end of the
   // file ends the journal and is reported by truncated_at(); a damaged block throws.
   bool next(Block& b);
+  // As next(), checking the block (header, checksum) without decoding it: its event count only.
+  bool skim(uint32_t& events);
   // Offset of an incomplete block at the end of the file, or -1.
   int64_t truncated_at() const { return truncated_at_; }
   uint64_t offset() const { return offset_; }
@@ -57,6 +59,7 @@ class JournalReader {
   explicit JournalReader(FILE* f);
   void open_header();
   void scan_clocks();
+  bool read_block(BlockHeader& h, uint64_t& start);
   size_t read(void* dst, size_t n);
   uint64_t ticks_to_ns(uint64_t ticks) const;
 

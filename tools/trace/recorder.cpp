@@ -247,6 +247,7 @@ __attribute__((constructor)) void recorder_init() {
     if (is_root || g_follow_forks) g_fd = open_journal(is_root);
     if (g_fd >= 0) {
       setup_membarrier();
+      setup_packer();
       pthread_key_create(&g_key, thread_exit);
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();

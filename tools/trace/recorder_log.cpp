@@ -5,8 +5,13 @@
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+// ZSTD_initStaticCCtx and the size estimates: a context in memory mapped here, so zstd never
+// allocates and the program's allocator never sees the recorder's work.
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -46,34 +51,112 @@ void make_clock_block(uint8_t* out) {
 }
 
 void write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
+  iovec v{const_cast<void*>(data), n};
+  write_all(fd, &v, 1);
+}
+
+// Writes every byte of `v` with as few writev(2) calls as it takes (one unless interrupted): a
+// block goes out in one call, so blocks of different threads never interleave.
+void write_all(int fd, iovec* v, int n) {
   while (n > 0) {
-    ssize_t w = write(fd, p, n);
+    ssize_t w = writev(fd, v, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;  // disk full or closed: drop the block, never block the program
-    p += w;
-    n -= static_cast<size_t>(w);
+    auto done = static_cast<size_t>(w);
+    for (; n > 0 && done >= v->iov_len; ++v, --n) done -= v->iov_len;
+    if (n > 0) {
+      v->iov_base = static_cast<char*>(v->iov_base) + done;
+      v->iov_len -= done;
+    }
   }
 }
 
-// Writes the log's events as one block and empties it. Caller is the owner inside an append,
-// or holds the log's lock with its owner not busy, or is a crash handler (committed events only).
-void flush_log(ThreadLog* log) {
+// ---- compression while recording --------------------------------------------------------------
+// One zstd context for the process (level 1), in memory mapped at setup. A flush compresses its
+// block when the block took at least kFillPerPack times as long to fill as compressing it takes
+// (so compression costs the thread at most 1/kFillPerPack of its time) and the context is free:
+// a try-lock, a flush never waits. Anything else is written raw, as before: a thread allocating
+// tens of millions of times a second writes raw blocks, a program that allocates at a human pace
+// gets its journal compressed, and `allockit record` has nothing left to do when it ends.
+constexpr int kPackLevel = 1;
+constexpr uint64_t kFillPerPack = 20;
+struct Packer {
+  std::atomic<uint32_t> busy{0};
+  ZSTD_CCtx* cctx = nullptr;
+  uint8_t* out = nullptr;
+  size_t out_cap = 0;
+  // Cost of compression: the fewest TSC ticks per 256 payload bytes seen (the minimum, so a
+  // compression the scheduler interrupted does not stop compression for good); 0 until measured.
+  std::atomic<uint64_t> ticks_per_256{0};
+};
+Packer g_packer;
+
+void setup_packer() {
+  const size_t work = ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(kPackLevel, kLogBytes, 0));
+  const size_t out = ZSTD_compressBound(kLogBytes);
+  void* m = mmap(nullptr, work + out, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return;
+  g_packer.cctx = ZSTD_initStaticCCtx(m, work);
+  if (!g_packer.cctx) {
+    munmap(m, work + out);
+    return;
+  }
+  g_packer.out = static_cast<uint8_t*>(m) + work;
+  g_packer.out_cap = out;
+}
+
+// Compresses `len` bytes at `raw` into the packer's buffer when worth it (see above); returns
+// the compressed length, with the packer held (release_packer), or 0, with it not held.
+size_t pack(const uint8_t* raw, size_t len, uint64_t fill_ticks) {
+  Packer& pk = g_packer;
+  const uint64_t cost = pk.ticks_per_256.load(std::memory_order_relaxed) * (len / 256 + 1);
+  if (!pk.cctx || fill_ticks < kFillPerPack * cost ||
+      pk.busy.exchange(1, std::memory_order_acquire) != 0)
+    return 0;
+  const uint64_t t0 = __rdtsc();
+  const size_t n = ZSTD_compressCCtx(pk.cctx, pk.out, pk.out_cap, raw, len, kPackLevel);
+  const uint64_t per_256 = (__rdtsc() - t0) / (len / 256 + 1);
+  const uint64_t seen = pk.ticks_per_256.load(std::memory_order_relaxed);
+  if (seen == 0 || per_256 < seen) pk.ticks_per_256.store(per_256, std::memory_order_relaxed);
+  if (!ZSTD_isError(n) && n < len) return n;
+  pk.busy.store(0, std::memory_order_release);
+  return 0;
+}
+
+void release_packer() {
+  g_packer.busy.store(0, std::memory_order_release);
+}
+
+// Writes the log's events as one block (zstd when pack() finds it worth it and `may_pack`) after
+// a clock block, and empties it. Caller is the owner inside an append, or holds the log's lock
+// with its owner not busy, or is a crash handler (committed events only, never compressed).
+void flush_log(ThreadLog* log, bool may_pack) {
   if (log->count == 0 || g_fd < 0) return;
   BlockHeader h{};
   std::memcpy(h.magic, kBlockMagic, 4);
   h.codec = kCodecRaw | kTicksFlag;
-  h.stored_len = h.raw_len = static_cast<uint32_t>(log->len);
+  h.raw_len = static_cast<uint32_t>(log->len);
   h.event_count = log->count;
   h.thread = log->thread;
   h.os_tid = log->os_tid;
   h.base_time_ns = log->base_time;
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  h.crc = block_crc(h, payload, log->len);
+  const uint8_t* stored = log->block + kClockBlockBytes + sizeof(BlockHeader);
+  size_t stored_len = log->len;
+  const size_t packed = may_pack ? pack(stored, stored_len, __rdtsc() - log->base_time) : 0;
+  if (packed) {
+    h.codec = kCodecZstd | kTicksFlag;
+    stored = g_packer.out;
+    stored_len = packed;
+  }
+  h.stored_len = static_cast<uint32_t>(stored_len);
+  h.crc = block_crc(h, stored, stored_len);
   std::memcpy(log->block + kClockBlockBytes, &h, sizeof h);
   make_clock_block(log->block);
   int saved = errno;
-  write_all(g_fd, log->block, kClockBlockBytes + sizeof h + log->len);
+  iovec v[2] = {{log->block, kClockBlockBytes + sizeof h},
+                {const_cast<uint8_t*>(stored), stored_len}};
+  write_all(g_fd, v, 2);
+  if (packed) release_packer();
   errno = saved;
   log->count = 0;
   log->len = 0;
@@ -112,7 +195,7 @@ void thread_exit(void* p) {
   auto* log = static_cast<ThreadLog*>(p);
   ++tl_busy;
   lock(log);
-  flush_log(log);
+  flush_log(log, true);
   unlock(log);
   tl_log = nullptr;
   log->owned.store(0, std::memory_order_release);
@@ -153,7 +236,7 @@ ThreadLog* first_log() {
 }
 
 __attribute__((noinline)) void flush_from_append(ThreadLog* log) {
-  flush_log(log);
+  flush_log(log, true);
 }
 
 void record_locked(ThreadLog* log, Call k) {
@@ -172,7 +255,7 @@ void flush_all(bool take_locks) {
       while (l->busy.load(std::memory_order_acquire) && l != tl_log) {
       }
     }
-    flush_log(l);
+    flush_log(l, take_locks);  // a crash handler writes raw: zstd is no signal handler's work
     if (take_locks) unlock(l);
   }
 }

@@ -4,6 +4,7 @@
 // only through flush_all(), synchronised by `busy`, `lock` and membarrier(2) (see flush_all).
 #pragma once
 #include <pthread.h>
+#include <sys/uio.h>
 #include <x86intrin.h>
 
 #include <atomic>
@@ -63,8 +64,10 @@ inline uint64_t return_ticks() {
 
 uint64_t mono_ns();
 void write_all(int fd, const void* data, size_t n);
+void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
-void flush_log(ThreadLog* log);
+void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
+void flush_log(ThreadLog* log, bool may_pack);
 void flush_all(bool take_locks);
 void setup_membarrier();
 void thread_exit(void* log);
