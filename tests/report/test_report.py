@@ -88,6 +88,24 @@ class ReportTest(unittest.TestCase):
         self.assertIn("prog &lt;arg&gt;", page)
         self.assertIn("failed: killed &lt;b&gt;", page)
 
+    def test_fidelity_is_stated_and_the_recorded_curve_drawn(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_folder(d)
+            out = os.path.join(d, "report.html")
+            report.main([d, "-o", out])
+            self.assertIn("Fidelity unknown: the journal has no memory samples", open(out).read())
+            c = json.load(open(os.path.join(d, "compare.json")))
+            c["fidelity"] = {"state": "measured", "allocator": "glibc", "recorded_peak_bytes": 4 << 20,
+                             "replayed_peak_bytes": 5 << 20, "ratio": 1.25, "largest_gap_bytes": 1 << 20}
+            json.dump(c, open(os.path.join(d, "compare.json"), "w"))
+            with open(os.path.join(d, "recorded_rss.csv"), "w") as f:
+                f.write("".join(f"{t:.3f},{t * 2000}\n" for t in range(50)))
+            results = data.load(d)
+            self.assertEqual(results.recorded_rss.shape, (50, 2))
+            report.main([d, "-o", out])
+            page = open(out).read()
+        self.assertIn("peak heap RssAnon recorded 4.00 MiB, replayed 5.00 MiB (1.25x)", page)
+
     def test_density_bins_every_sample(self):
         n = 20000
         rng = np.random.default_rng(3)

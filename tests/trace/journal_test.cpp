@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "trace/journal.hpp"
+#include "trace/stats.hpp"
 #include "trace/timeline.hpp"
 
 namespace ak::trace {
@@ -112,6 +114,55 @@ TEST(Journal, EveryFlippedByteIsCaughtOrHarmless) {
   }
   // The CRCs cover header, metadata and payloads: every flip outside reserved fields is caught.
   EXPECT_GT(caught, static_cast<int>(bytes.size() / 7) - 4);
+  std::remove(path.c_str());
+}
+
+// Appends an RSS block of `n` samples (times in ns) to the journal at `path`; `count` is the
+// event count its header claims.
+void append_rss(const std::string& path, uint32_t n, uint32_t count) {
+  std::vector<RssRecord> r(n);
+  for (uint32_t i = 0; i < n; ++i)
+    r[i] = {1000 + 10 * i, (4 + i) << 20, (9 + i) << 20, i == 0 ? 0 : uint64_t(1) << 20};
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecRss;
+  h.stored_len = h.raw_len = static_cast<uint32_t>(n * sizeof(RssRecord));
+  h.event_count = count;
+  h.crc = block_crc(h, r.data(), h.stored_len);
+  std::ofstream f(path, std::ios::binary | std::ios::app);
+  f.write(reinterpret_cast<const char*>(&h), sizeof h);
+  f.write(reinterpret_cast<const char*>(r.data()), static_cast<std::streamsize>(h.stored_len));
+}
+
+TEST(Journal, MemorySamplesAreReadAheadAndSummarised) {
+  std::string path = write_sample(true);
+  append_rss(path, 3, 3);
+  Trace t = load_trace(path);
+  EXPECT_EQ(t.events, 6000u);  // the events around the samples read as before
+  ASSERT_EQ(t.rss.size(), 3u);
+  EXPECT_EQ(t.rss[2].time_ns, 1020u);
+  EXPECT_EQ(t.rss[2].anon_bytes, 6u << 20);
+  // The heap's share: RssAnon less the recorder's own (1 MiB after the first sample) and less
+  // the first sample's 4 MiB: 0, 0, 1 MiB.
+  RecordedMemory m = recorded_memory(t.rss);
+  EXPECT_EQ(m.samples, 3u);
+  EXPECT_EQ(m.baseline_anon, 4u << 20);
+  EXPECT_EQ(m.peak_heap_anon, 1u << 20);
+  EXPECT_EQ(m.peak_rss, 11u << 20);
+  std::remove(path.c_str());
+}
+
+TEST(Journal, AnRssBlockWhoseCountDisagreesIsNamed) {
+  std::string path = write_sample(false);
+  const auto at = slurp(path).size();
+  append_rss(path, 2, 3);
+  try {
+    load_trace(path);
+    FAIL() << "a damaged RSS block was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("RSS block"), std::string::npos) << e.what();
+    EXPECT_EQ(e.offset(), at);
+  }
   std::remove(path.c_str());
 }
 

@@ -43,11 +43,19 @@ assert s["calls"]["posix_memalign"] == 10, s["calls"]
 assert s["calls"]["valloc"] == 5 and s["calls"]["pvalloc"] == 5, s["calls"]
 assert s["cross_thread_frees"] >= 400, s
 assert s["threads"] >= 3, s
+m = s["recorded_memory"]
+assert m["samples"] >= 2, m  # one before the first call, one at exit at least
+assert m["peak_rss_bytes"] > m["peak_anon_bytes"] > 0, m
 PY
 
 step "replay completes against glibc and allockit"
 "$ak" compare p.akj --allocators glibc,allockit --out cmp > table.md
 grep -q "| allockit |" table.md || fail "no allockit row"
+grep -q "^Fidelity (glibc, the recorded allocator): peak heap RssAnon recorded" table.md ||
+  fail "no fidelity line: $(tail -2 table.md)"
+[ -s cmp/recorded_rss.csv ] || fail "no recorded_rss.csv for the report"
+"$ak" compare p.akj --allocators allockit --out cmp1 > one.md
+grep -q "^Fidelity: not measured (the recorded allocator" one.md || fail "$(tail -1 one.md)"
 python3 -c "
 import json; c = json.load(open('cmp/compare.json'))
 assert all(r['ok'] for r in c['results']), c
@@ -94,5 +102,7 @@ step "import, export"
 printf -- '--1-- malloc(10) = 0x10\n--1-- free(0x10)\n' > t.vg
 "$ak" import --format valgrind t.vg -o t.akj
 "$ak" export --format text t.akj -o t.txt
+"$ak" compare t.akj --allocators glibc --out timp > imp.md
+grep -q "^Fidelity: unknown (the journal has no memory samples" imp.md || fail "$(tail -1 imp.md)"
 [ "$(cat t.txt)" = "$(printf 'a 10 0x10 1 1000\nf 0x10 1 2000')" ] || fail "export: $(cat t.txt)"
 echo "record round trip ok"

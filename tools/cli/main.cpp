@@ -15,6 +15,7 @@
 #include "allockit/version.h"
 #include "cli/record.hpp"
 #include "replay/build_plan.hpp"
+#include "replay/fidelity.hpp"
 #include "replay/runner.hpp"
 #include "trace/convert.hpp"
 #include "trace/json.hpp"
@@ -171,10 +172,18 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
       std::fprintf(stderr, "allockit: %s: %s\n", a.name.c_str(), results.back().error.c_str());
   }
   std::remove(plan.c_str());
+  const std::string recorded_alloc = trace::meta_get(t.meta, "allocator");
+  const replay::Curve recorded = replay::recorded_curve(t.rss);
+  const replay::Fidelity fid = replay::measure_fidelity(recorded_alloc, recorded, results, dir);
+  if (!recorded.empty()) {
+    std::ofstream csv(dir + "/recorded_rss.csv");
+    for (const auto& [ms, bytes] : recorded) csv << ms << "," << bytes << "\n";
+  }
   std::string json =
       "{\"journal\": " + trace::json_str(journal) +
       ", \"command\": " + trace::json_str(trace::meta_get(t.meta, "command")) +
-      ", \"recorded_allocator\": " + trace::json_str(trace::meta_get(t.meta, "allocator")) +
+      ", \"recorded_allocator\": " + trace::json_str(recorded_alloc) +
+      ", \"fidelity\": " + replay::fidelity_json(fid) +
       ", \"speed\": " + trace::json_num(opt.speed) + ", \"touch\": " + trace::json_str(opt.touch) +
       ", \"repeat\": " + std::to_string(opt.repeat) + ", \"ops\": " + std::to_string(info.ops) +
       ", \"threads\": " + std::to_string(info.threads) + ", \"results\": [";
@@ -182,7 +191,8 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
     json += (i ? ", " : "") + replay::summary_json(results[i]);
   json += "]}\n";
   std::ofstream(dir + "/compare.json") << json;
-  std::string table = replay::compare_table(results);
+  std::string table =
+      replay::compare_table(results) + "\n" + replay::fidelity_line(fid, recorded_alloc);
   char head[512];
   std::snprintf(
       head, sizeof head,

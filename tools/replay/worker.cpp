@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -95,9 +96,13 @@ struct Shared {
 };
 Shared g;
 
-struct ThreadArg {
+// One per replay thread, a cache line each: `at` is written after every op.
+struct alignas(64) ThreadArg {
   uint32_t index;
-  uint64_t first;  // index of the thread's first op
+  uint64_t first;              // index of the thread's first op
+  std::atomic<uint64_t> at;    // ops done, for the launcher's watchdog
+  bool joined;                 // the launcher has joined it (launcher only)
+  uint64_t first_ns, last_ns;  // recorded times of its first and last op
 };
 
 inline void touch(void* p, uint64_t n) {
@@ -207,6 +212,7 @@ void replay_ops(ThreadArg* arg) {
       free(p);  // realloc(p, 0) that returned a block here though it freed when recorded
     }
     if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
+    arg->at.store(i + 1, std::memory_order_relaxed);
   }
   g.progress->fetch_add(n & 0xffff, std::memory_order_relaxed);
   g.touch_ticks[arg->index] = touch_ticks;
@@ -220,6 +226,51 @@ void* replay_thread(void* raw) {
   else
     touching ? replay_ops<false, true>(arg) : replay_ops<false, false>(arg);
   return nullptr;
+}
+
+// Starts the replay threads in the order their recorded threads first called, each only once
+// every thread that had ended before it began has ended here too: threads that never overlapped
+// in the program never overlap in the replay (a program that ran its threads one after another
+// had one glibc arena or thread cache at a time, not one per journal thread). A thread kept
+// waiting while no launched thread replays anything for 50 ms starts anyway (a journal whose
+// times disagree with its cross-thread order).
+void launch_in_order(ThreadArg* args, pthread_t* tids, uint32_t nt) {
+  // From mmap, as every table here: the allocator under test sees only the replayed calls.
+  auto* order = static_cast<uint32_t*>(map_zero(nt * 4 + 4));
+  auto* launched = static_cast<uint32_t*>(map_zero(nt * 4 + 4));
+  uint32_t n_launched = 0;
+  for (uint32_t t = 0; t < nt; ++t) order[t] = t;
+  std::sort(order, order + nt, [&](uint32_t a, uint32_t b) {
+    return args[a].first_ns != args[b].first_ns ? args[a].first_ns < args[b].first_ns : a < b;
+  });
+  for (uint32_t i = 0; i < nt; ++i) {
+    const uint32_t k = order[i];
+    uint64_t seen = UINT64_MAX, still_since = mono_ns();
+    for (;;) {
+      bool waiting = false;
+      uint64_t progress = 0;
+      for (uint32_t l = 0; l < n_launched; ++l) {
+        const uint32_t j = launched[l];
+        progress += args[j].at.load(std::memory_order_relaxed);
+        // Joined, not just done: glibc hands a thread's arena on only as the thread exits.
+        if (g.counts[k] > 0 && args[j].last_ns < args[k].first_ns && !args[j].joined) {
+          if (pthread_tryjoin_np(tids[j], nullptr) == 0)
+            args[j].joined = true;
+          else
+            waiting = true;
+        }
+      }
+      if (!waiting) break;
+      const uint64_t now = mono_ns();
+      if (progress != seen) seen = progress, still_since = now;
+      if (now - still_since > 50000000) break;
+      timespec ts{0, 20000};
+      nanosleep(&ts, nullptr);
+    }
+    if (pthread_create(&tids[k], nullptr, replay_thread, &args[k]) != 0)
+      die("cannot start a replay thread");
+    launched[n_launched++] = k;
+  }
 }
 
 // RSS sampler: every 2 ms, appends "t_ms,bytes" to a mapped text buffer.
@@ -328,22 +379,26 @@ int main(int argc, char** argv) {
   pthread_t sampler_tid;
   uint64_t first = 0;
   for (uint32_t t = 0; t < nt; ++t) {
-    args[t] = ThreadArg{t, first};
+    args[t].index = t;
+    args[t].first = first;
+    if (g.counts[t] > 0) {
+      args[t].first_ns = g.ops[first].time_ns;
+      args[t].last_ns = g.ops[first + g.counts[t] - 1].time_ns;
+    }
     first += g.counts[t];
   }
-  // Threads first, so their stacks are in the baseline.
-  for (uint32_t t = 0; t < nt; ++t)
-    if (pthread_create(&tids[t], nullptr, replay_thread, &args[t]) != 0)
-      die("cannot start a replay thread");
   // Benchmark allocators may want to know when the timed part starts (bench/trace/null_malloc.c).
   if (auto begin = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "allockit_replay_begin")))
     begin();
+  // The replay threads start after the baseline: their stacks count, as the program's did.
   g_rss.baseline = rss_anon();
   g.mono0 = mono_ns();
   g.tsc0 = tsc_begin();
   if (pthread_create(&sampler_tid, nullptr, sampler, nullptr) != 0) die("cannot start the sampler");
   g.go.store(1, std::memory_order_release);
-  for (uint32_t t = 0; t < nt; ++t) pthread_join(tids[t], nullptr);
+  launch_in_order(args, tids, nt);
+  for (uint32_t t = 0; t < nt; ++t)
+    if (!args[t].joined) pthread_join(tids[t], nullptr);
   uint64_t wall_ns = mono_ns() - g.mono0;
   g.sampling.store(0, std::memory_order_release);
   pthread_join(sampler_tid, nullptr);

@@ -22,13 +22,27 @@ inline constexpr uint32_t kCodecZstd = 1;
 // A clock block: no events; its 16-byte payload is {uint64 tsc, uint64 CLOCK_MONOTONIC ns},
 // one calibration point for journals whose times are TSC ticks.
 inline constexpr uint32_t kCodecClock = 2;
+// An RSS block: no events; its payload is event_count RssRecord samples of the recording
+// process's memory (times are TSC ticks when kTicksFlag is set, else ns). Thread 0.
+inline constexpr uint32_t kCodecRss = 3;
 inline constexpr uint32_t kCodecMask = 0xff;
 // Flag on an event block: its times and durations are TSC ticks, converted to ns by readers
-// through the journal's clock blocks (the recorder's raw output; compaction converts them).
+// through the journal's clock blocks (what the recorder writes).
 inline constexpr uint32_t kTicksFlag = 0x100;
 inline constexpr size_t kMaxEventBytes = 80;        // op byte + up to seven 10-byte varints
 inline constexpr uint32_t kMaxBlockRaw = 1u << 24;  // readers reject larger blocks
 inline constexpr uint32_t kMaxMetaBytes = 1u << 16;
+
+// One memory sample in an RSS block, as /proc/self/statm gives it: RssAnon (resident minus
+// file-backed and shared memory), VmRSS, and the part of RssAnon that is the recorder's own
+// buffers (readers subtract it).
+struct RssRecord {
+  uint64_t time;
+  uint64_t anon_bytes;
+  uint64_t rss_bytes;
+  uint64_t recorder_bytes;
+};
+static_assert(sizeof(RssRecord) == 32);
 
 struct FileHeader {
   char magic[8];

@@ -118,20 +118,37 @@ void JournalReader::open_header() {
   scan_clocks();
 }
 
-// Reads every clock block ahead of the events (headers only, seeking over payloads) and fits
-// ticks to ns through the first and last. Damage is left for next() to report.
+namespace {
+// Whether `h` is a well-formed RSS block header (its payload still to be checked).
+bool plausible_rss(const BlockHeader& h) {
+  return h.thread == 0 && h.event_count > 0 && h.event_count <= kMaxBlockRaw / sizeof(RssRecord) &&
+         h.stored_len == h.raw_len && h.stored_len == h.event_count * sizeof(RssRecord);
+}
+}  // namespace
+
+// Reads every clock and RSS block ahead of the events (seeking over other payloads), fits ticks
+// to ns through the first and last clock block and keeps the RSS samples. Damage is left for
+// next() to report.
 void JournalReader::scan_clocks() {
   long start = std::ftell(f_);
   uint64_t first_tsc = 0, first_ns = 0, last_tsc = 0, last_ns = 0;
+  std::vector<std::pair<uint32_t, RssRecord>> rss;  // with each block's codec
+  std::vector<RssRecord> batch;
   BlockHeader h;
   while (std::fread(&h, sizeof h, 1, f_) == 1 && std::memcmp(h.magic, kBlockMagic, 4) == 0 &&
          h.stored_len <= kMaxBlockRaw) {
-    if ((h.codec & kCodecMask) == kCodecClock && h.stored_len == 16) {
+    const uint32_t codec = h.codec & kCodecMask;
+    if (codec == kCodecClock && h.stored_len == 16) {
       uint64_t pt[2];
       if (std::fread(pt, 16, 1, f_) != 1) break;
       if (block_crc(h, pt, 16) != h.crc) continue;
       if (clock_points_++ == 0) first_tsc = pt[0], first_ns = pt[1];
       last_tsc = pt[0], last_ns = pt[1];
+    } else if (codec == kCodecRss && plausible_rss(h)) {
+      batch.resize(h.event_count);
+      if (std::fread(batch.data(), h.stored_len, 1, f_) != 1) break;
+      if (block_crc(h, batch.data(), h.stored_len) != h.crc) continue;
+      for (const RssRecord& r : batch) rss.emplace_back(h.codec, r);
     } else if (std::fseek(f_, h.stored_len, SEEK_CUR) != 0) {
       break;
     }
@@ -144,6 +161,13 @@ void JournalReader::scan_clocks() {
   } else {
     clock_points_ = std::min(clock_points_, 1);
   }
+  for (const auto& [codec, r] : rss) {
+    if ((codec & kTicksFlag) && clock_points_ < 2) continue;  // no clock to place them by
+    const uint64_t t = (codec & kTicksFlag) ? ticks_to_ns(r.time) : r.time;
+    rss_.push_back({t, r.anon_bytes, r.rss_bytes, r.recorder_bytes});
+  }
+  std::stable_sort(rss_.begin(), rss_.end(),
+                   [](const RssSample& x, const RssSample& y) { return x.time_ns < y.time_ns; });
   std::clearerr(f_);
   std::fseek(f_, start, SEEK_SET);
 }
@@ -155,8 +179,8 @@ uint64_t JournalReader::ticks_to_ns(uint64_t ticks) const {
 }
 
 // Reads the next event block's header and stored payload into `h` and stored_, checking both
-// (clock blocks, read ahead by scan_clocks, are skipped). False at the end or at an incomplete
-// last block (truncated_at); a damaged block throws. Sets `start` to the block's offset.
+// (clock and RSS blocks, read ahead by scan_clocks, are skipped). False at the end or at an
+// incomplete last block (truncated_at); a damaged block throws. Sets `start` to the block's offset.
 bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
   for (;;) {
     if (truncated_at_ >= 0) return false;
@@ -169,13 +193,16 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
     }
     if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", start);
     uint32_t codec = h.codec & kCodecMask;
-    if (codec > kCodecClock || (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
+    if (codec > kCodecRss || (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
       throw JournalError("unknown block codec " + std::to_string(h.codec), start);
-    if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw ||
-        (codec != kCodecZstd && h.stored_len != h.raw_len) ||
-        (codec == kCodecClock ? h.stored_len != 16 || h.event_count != 0 : h.thread == 0) ||
-        h.event_count > h.raw_len / 3)  // every event takes at least 3 bytes
+    if (codec == kCodecRss) {
+      if (!plausible_rss(h)) throw JournalError("implausible RSS block header", start);
+    } else if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw ||
+               (codec != kCodecZstd && h.stored_len != h.raw_len) ||
+               (codec == kCodecClock ? h.stored_len != 16 || h.event_count != 0 : h.thread == 0) ||
+               h.event_count > h.raw_len / 3) {  // every event takes at least 3 bytes
       throw JournalError("implausible block header", start);
+    }
     stored_.resize(h.stored_len);
     if (read(stored_.data(), h.stored_len) != h.stored_len) {
       truncated_at_ = static_cast<int64_t>(start);
@@ -183,7 +210,7 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
     }
     if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
       throw JournalError("block checksum mismatch", start);
-    if (codec != kCodecClock) return true;
+    if (codec != kCodecClock && codec != kCodecRss) return true;
   }
 }
 

@@ -28,6 +28,14 @@ class JournalError : public std::runtime_error {
 using Meta = std::vector<std::pair<std::string, std::string>>;
 std::string meta_get(const Meta& m, const std::string& key, const std::string& fallback = "");
 
+// A memory sample of the recorded process (RSS blocks), times in ns.
+struct RssSample {
+  uint64_t time_ns = 0;
+  uint64_t anon_bytes = 0;      // RssAnon
+  uint64_t rss_bytes = 0;       // VmRSS
+  uint64_t recorder_bytes = 0;  // of anon_bytes, the recorder's own buffers
+};
+
 struct Block {
   uint64_t offset = 0;  // of the block header in the file
   uint32_t thread = 0, os_tid = 0;
@@ -46,6 +54,9 @@ class JournalReader {
   JournalReader& operator=(const JournalReader&) = delete;
 
   const Meta& meta() const { return meta_; }
+  // The recorded process's memory samples in time order (read ahead at open); empty when the
+  // journal has none (imports, journals of older recorders).
+  const std::vector<RssSample>& rss() const { return rss_; }
   // Reads the next block into `b`. Returns false at the end. A block cut short by the end of the
   // file ends the journal and is reported by truncated_at(); a damaged block throws.
   bool next(Block& b);
@@ -73,6 +84,7 @@ class JournalReader {
   long double ns_per_tick_ = 0;
   __extension__ unsigned __int128 ns_per_tick_q32_ = 0;  // the same rate, 32 fraction bits
   int clock_points_ = 0;
+  std::vector<RssSample> rss_;
 };
 
 class JournalWriter {

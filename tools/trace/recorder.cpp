@@ -228,6 +228,7 @@ void after_fork_child() {
     l->len = 0;
     l->owned.store(l == tl_log ? 1 : 0);
   }
+  rss_after_fork_child();
   if (g_fd >= 0) close(g_fd);
   g_fd = g_follow_forks ? open_journal(false) : -1;
   g_next_thread.store(2);
@@ -251,6 +252,7 @@ __attribute__((constructor)) void recorder_init() {
       pthread_key_create(&g_key, thread_exit);
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();
+      start_rss_sampler();
     }
   }
   --tl_busy;

@@ -89,7 +89,7 @@ struct Packer {
   // compression the scheduler interrupted does not stop compression for good); 0 until measured.
   std::atomic<uint64_t> ticks_per_256{0};
 };
-Packer g_packer;
+constinit Packer g_packer{};
 
 void setup_packer() {
   const size_t work = ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(kPackLevel, kLogBytes, 0));
@@ -113,6 +113,8 @@ size_t pack(const uint8_t* raw, size_t len, uint64_t fill_ticks) {
   if (!pk.cctx || fill_ticks < kFillPerPack * cost ||
       pk.busy.exchange(1, std::memory_order_acquire) != 0)
     return 0;
+  if (pk.ticks_per_256.load(std::memory_order_relaxed) == 0)  // its pages are touched from now
+    count_recorder_bytes(ZSTD_sizeof_CCtx(pk.cctx) + pk.out_cap);
   const uint64_t t0 = __rdtsc();
   const size_t n = ZSTD_compressCCtx(pk.cctx, pk.out, pk.out_cap, raw, len, kPackLevel);
   const uint64_t per_256 = (__rdtsc() - t0) / (len / 256 + 1);
@@ -212,6 +214,7 @@ ThreadLog* acquire_log() {
   void* m =
       mmap(nullptr, sizeof(ThreadLog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
+  count_recorder_bytes(sizeof(ThreadLog));  // touched as it fills: counted whole at once
   auto* l = new (m) ThreadLog{};
   l->owned.store(1);
   ThreadLog* head = g_logs.load();
@@ -237,6 +240,7 @@ ThreadLog* first_log() {
 
 __attribute__((noinline)) void flush_from_append(ThreadLog* log) {
   flush_log(log, true);
+  if (!rss_sampler_running()) start_rss_sampler();  // a fork child's first flush
 }
 
 void record_locked(ThreadLog* log, Call k) {
@@ -258,6 +262,7 @@ void flush_all(bool take_locks) {
     flush_log(l, take_locks);  // a crash handler writes raw: zstd is no signal handler's work
     if (take_locks) unlock(l);
   }
+  flush_rss(take_locks);
 }
 
 }  // namespace ak::trace::rec

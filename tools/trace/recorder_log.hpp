@@ -67,6 +67,16 @@ void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
 void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
+
+// Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
+// sampler thread (once per process; again in a fork child); flush_rss writes the buffered
+// samples, after one more when `final_sample` (exit, exec), else only if the buffer is free
+// (crash handlers). count_recorder_bytes adds to the recorder's own memory each sample carries.
+void start_rss_sampler();
+bool rss_sampler_running();
+void rss_after_fork_child();
+void flush_rss(bool final_sample);
+void count_recorder_bytes(size_t bytes);
 void flush_log(ThreadLog* log, bool may_pack);
 void flush_all(bool take_locks);
 void setup_membarrier();

@@ -77,7 +77,27 @@ TraceStats compute_stats(const Trace& trace, const Timeline& tl) {
   s.cross_thread_frees = tl.cross_thread_frees;
   s.problems = tl.problems;
   s.duration_s = static_cast<double>(tl.last_ns - tl.first_ns) * 1e-9;
+  s.memory = recorded_memory(trace.rss);
   return s;
+}
+
+RecordedMemory recorded_memory(const std::vector<RssSample>& rss) {
+  RecordedMemory m;
+  if (rss.empty()) return m;
+  m.samples = rss.size();
+  m.baseline_anon =
+      rss.front().anon_bytes - std::min(rss.front().anon_bytes, rss.front().recorder_bytes);
+  for (const RssSample& r : rss) {
+    const uint64_t anon = r.anon_bytes - std::min(r.anon_bytes, r.recorder_bytes);
+    const uint64_t heap = anon - std::min(anon, m.baseline_anon);
+    m.peak_anon = std::max(m.peak_anon, anon);
+    m.peak_rss = std::max(m.peak_rss, r.rss_bytes);
+    if (heap > m.peak_heap_anon) {
+      m.peak_heap_anon = heap;
+      m.peak_at_s = static_cast<double>(r.time_ns - rss.front().time_ns) * 1e-9;
+    }
+  }
+  return m;
 }
 
 std::string stats_text(const TraceStats& s) {
@@ -101,6 +121,14 @@ std::string stats_text(const TraceStats& s) {
       (ull)s.peak_live_count);
   add("cross-thread free %llu\n", (ull)s.cross_thread_frees);
   add("leaked at end     %llu blocks, %llu bytes\n", (ull)s.leaked_blocks, (ull)s.leaked_bytes);
+  if (s.memory.samples)
+    add("recorded memory   peak RssAnon %.2f MiB above the %.2f MiB before the first call "
+        "(at %.3f s), VmRSS peak %.2f MiB; %llu samples\n",
+        static_cast<double>(s.memory.peak_heap_anon) / 1048576.0,
+        static_cast<double>(s.memory.baseline_anon) / 1048576.0, s.memory.peak_at_s,
+        static_cast<double>(s.memory.peak_rss) / 1048576.0, (ull)s.memory.samples);
+  else
+    add("recorded memory   not sampled (an import, or a journal from an older recorder)\n");
   if (s.problems.total() || s.problems.failed_allocs)
     add("repaired          %llu unknown frees dropped, %llu unknown reallocs, %llu live addresses "
         "reused; %llu failed calls\n",
@@ -159,6 +187,12 @@ std::string stats_json(const TraceStats& s) {
                      ", \"unknown_reallocs\": " + n(s.problems.unknown_reallocs) +
                      ", \"reused_live\": " + n(s.problems.reused_live) +
                      ", \"failed_allocs\": " + n(s.problems.failed_allocs) + "}");
+  kv("recorded_memory", "{\"samples\": " + n(s.memory.samples) +
+                            ", \"baseline_anon_bytes\": " + n(s.memory.baseline_anon) +
+                            ", \"peak_anon_bytes\": " + n(s.memory.peak_anon) +
+                            ", \"peak_heap_anon_bytes\": " + n(s.memory.peak_heap_anon) +
+                            ", \"peak_rss_bytes\": " + n(s.memory.peak_rss) +
+                            ", \"peak_at_s\": " + json_num(s.memory.peak_at_s) + "}");
   kv("truncated_at", std::to_string(s.truncated_at), false);
   return o + "}\n";
 }

@@ -13,6 +13,19 @@ struct Histogram {
   std::vector<uint64_t> counts;
 };
 
+// The recorded process's memory, from its RSS samples: the heap's share of RssAnon is each
+// sample's RssAnon less the recorder's own buffers and less the first sample's RssAnon (taken
+// before the program's first allocation: static data, the loader's and libc's own memory).
+struct RecordedMemory {
+  uint64_t samples = 0;
+  uint64_t baseline_anon = 0;   // RssAnon of the first sample
+  uint64_t peak_anon = 0;       // RssAnon, recorder excluded
+  uint64_t peak_heap_anon = 0;  // RssAnon above the baseline, recorder excluded
+  uint64_t peak_rss = 0;        // VmRSS
+  double peak_at_s = 0;         // when peak_heap_anon was sampled, from the first sample
+};
+RecordedMemory recorded_memory(const std::vector<RssSample>& rss);
+
 struct TraceStats {
   uint64_t events = 0;
   uint64_t calls[kOpCount] = {};
@@ -29,6 +42,7 @@ struct TraceStats {
   double duration_s = 0;
   Problems problems;
   int64_t truncated_at = -1;
+  RecordedMemory memory;
 };
 
 TraceStats compute_stats(const Trace& trace, const Timeline& tl);

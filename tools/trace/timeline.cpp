@@ -10,6 +10,7 @@ namespace ak::trace {
 Trace load_trace(JournalReader& reader) {
   Trace t;
   t.meta = reader.meta();
+  t.rss = reader.rss();
   std::map<uint32_t, ThreadEvents> by_thread;
   Block b;
   while (reader.next(b)) {

@@ -20,6 +20,7 @@ struct Trace {
   std::vector<ThreadEvents> threads;  // sorted by ordinal
   int64_t truncated_at = -1;          // offset of a cut-off final block, or -1
   uint64_t events = 0;
+  std::vector<RssSample> rss;  // the recorded process's memory samples (may be empty)
 };
 
 // Reads a whole journal. Throws JournalError on damage; a truncated tail is kept in truncated_at.

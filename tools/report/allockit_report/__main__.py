@@ -33,7 +33,7 @@ def build(folder, out):
     progress(len(ok), total, "percentiles")
     figures["percentiles"] = plots.percentile_chart(ok)
     progress(len(ok) + 1, total, "rss")
-    figures["rss"] = plots.rss_chart(ok)
+    figures["rss"] = plots.rss_chart(ok, results.recorded_rss)
     progress(len(ok) + 2, total, "sizes")
     figures["sizes"] = plots.size_histogram(results.stats)
     progress(total, total, "done")

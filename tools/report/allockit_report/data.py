@@ -37,6 +37,9 @@ class Results:
     compare: dict
     stats: dict
     allocators: list
+    # The recorded program's heap share of RssAnon over its own time (ms, bytes); empty when the
+    # journal has no memory samples.
+    recorded_rss: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
 
 def read_samples(path):
@@ -84,4 +87,5 @@ def load(folder):
             r.samples = read_samples(os.path.join(sub, "samples.bin"))
             r.rss = read_rss(os.path.join(sub, "rss.csv"))
         allocators.append(r)
-    return Results(folder, compare, stats, allocators)
+    recorded = read_rss(os.path.join(folder, "recorded_rss.csv"))
+    return Results(folder, compare, stats, allocators, recorded)

@@ -71,6 +71,22 @@ img{max-width:100%}dt{font-weight:bold;float:left;width:9em}dd{margin-left:10em}
 .note{color:#666;font-size:13px}"""
 
 
+def fidelity_note(compare):
+    """The replay of the recorded allocator against the program's own memory (compare.json)."""
+    f = compare.get("fidelity") or {}
+    if f.get("state") == "measured":
+        mib = 1048576.0
+        text = (f"Fidelity ({html.escape(f['allocator'])}, the recorded allocator): peak heap RssAnon "
+                f"recorded {f['recorded_peak_bytes'] / mib:.2f} MiB, replayed "
+                f"{f['replayed_peak_bytes'] / mib:.2f} MiB ({f['ratio']:.2f}x); largest gap between "
+                f"the curves {f['largest_gap_bytes'] / mib:.2f} MiB, each run's time scaled to its length.")
+    elif f.get("state") == "not_replayed":
+        text = "Fidelity not measured: the recorded allocator was not among those replayed."
+    else:
+        text = "Fidelity unknown: the journal has no memory samples (an import, or an older recorder)."
+    return f"<p class='note'>{text}</p>"
+
+
 def page(results, figures):
     c = results.compare
     title = f"allockit replay report: {c.get('command') or c.get('journal', '')}"
@@ -85,7 +101,7 @@ def page(results, figures):
              "<h2>Summary (all calls, ns)</h2>", summary_table(results),
              "<h2>By kind: p50 / p99 / p99.9 / worst</h2>", kind_table(results),
              "<h2>Latency percentiles</h2>", _img(figures["percentiles"], "percentile chart"),
-             "<h2>Resident memory over time</h2>", _img(figures["rss"], "RSS over time"),
+             "<h2>Resident memory over time</h2>", fidelity_note(c), _img(figures["rss"], "RSS over time"),
              "<h2>Calls over replay time</h2>"]
     for name, png in figures["density"]:
         parts.append(_img(png, f"latency density for {name}"))

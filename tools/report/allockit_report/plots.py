@@ -87,16 +87,21 @@ def percentile_chart(allocators, kind="all"):
     return _png(fig)
 
 
-def rss_chart(allocators):
+def rss_chart(allocators, recorded=None):
+    """RssAnon over time of each replay and, dashed, of the recorded program (its heap share:
+    less the recorder's own buffers and what it held before its first call), each on its own
+    time: the curves line up where the replay ran at the recorded pace (--speed 1)."""
     fig, ax = plt.subplots(figsize=(9, 3.6))
     for a in allocators:
         if len(a.rss):
             ax.plot(a.rss[:, 0], a.rss[:, 1] / 1048576.0, label=a.name)
-    ax.set_xlabel("replay time (ms)")
+    if recorded is not None and len(recorded):
+        ax.plot(recorded[:, 0], recorded[:, 1] / 1048576.0, "k--", label="recorded program")
+    ax.set_xlabel("time (ms)")
     ax.set_ylabel("resident (MiB)")
-    ax.set_title("allocator resident memory over replay time (RssAnon above the replayer's own)")
+    ax.set_title("resident memory over time (RssAnon above each process's start)")
     ax.grid(True, alpha=0.3)
-    if any(len(a.rss) for a in allocators):
+    if any(len(a.rss) for a in allocators) or (recorded is not None and len(recorded)):
         ax.legend()
     return _png(fig)
 

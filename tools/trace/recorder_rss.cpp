@@ -1,0 +1,163 @@
+// The recorder's memory samples (recorder_log.hpp): a thread reads /proc/self/statm every
+// kRssPeriodMs and journals RssAnon and VmRSS in RSS blocks (codec.hpp), so a replay can be held
+// against the memory the program really used. Nothing here runs on an allocation path: the
+// sampler thread, the exit and exec flushes, and a crash handler (which only writes what is
+// buffered) are its only callers.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "trace/recorder_log.hpp"
+
+namespace ak::trace::rec {
+
+namespace {
+
+constexpr long kRssPeriodMs = 5;
+constexpr uint32_t kRssBatch = 200;  // samples per block: a second's worth
+
+struct RssBuffer {
+  std::atomic<uint32_t> lock{0};
+  uint32_t n = 0;
+  RssRecord samples[kRssBatch]{};
+};
+constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynamic initialisers run
+constinit std::atomic<uint64_t> g_recorder_bytes{0};
+constinit std::atomic<bool> g_sampler_running{false};
+
+bool try_lock_rss() {
+  return g_rss.lock.exchange(1, std::memory_order_acquire) == 0;
+}
+void lock_rss() {
+  while (!try_lock_rss()) {
+  }
+}
+void unlock_rss() {
+  g_rss.lock.store(0, std::memory_order_release);
+}
+
+// Reads a small /proc file into `buf` (NUL-terminated); false when it cannot.
+bool read_proc(const char* path, char* buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+// Writes the buffered samples as one RSS block. Caller holds the buffer's lock.
+void write_rss_locked() {
+  if (g_rss.n == 0 || g_fd < 0) return;
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecRss | kTicksFlag;
+  h.stored_len = h.raw_len = static_cast<uint32_t>(g_rss.n * sizeof(RssRecord));
+  h.event_count = g_rss.n;
+  h.crc = block_crc(h, g_rss.samples, h.stored_len);
+  iovec v[2] = {{&h, sizeof h}, {g_rss.samples, h.stored_len}};
+  int saved = errno;
+  write_all(g_fd, v, 2);
+  errno = saved;
+  g_rss.n = 0;
+}
+
+// Appends one sample of this instant. Caller holds the buffer's lock.
+void sample_locked() {
+  char buf[256];
+  if (!read_proc("/proc/self/statm", buf, sizeof buf)) return;
+  // size resident shared text lib data dt, in pages; shared = RssFile + RssShmem.
+  char* p = buf;
+  std::strtoull(p, &p, 10);
+  const unsigned long long resident = std::strtoull(p, &p, 10);
+  const unsigned long long shared = std::strtoull(p, &p, 10);
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (g_rss.n == kRssBatch) write_rss_locked();
+  g_rss.samples[g_rss.n++] = {__rdtsc(),
+                              (resident - (shared < resident ? shared : resident)) * page,
+                              resident * page, g_recorder_bytes.load(std::memory_order_relaxed)};
+}
+
+// Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
+long thread_count() {
+  char buf[1024];
+  if (!read_proc("/proc/self/stat", buf, sizeof buf)) return 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces
+  for (int field = 2; p && field < 20; ++field) p = std::strchr(p + 1, ' ');
+  return p ? std::strtol(p + 1, nullptr, 10) : 0;
+}
+
+void* sampler(void*) {
+  ++tl_busy;  // nothing this thread does is the program's
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
+  for (;;) {
+    timespec ts{0, kRssPeriodMs * 1000000};
+    nanosleep(&ts, nullptr);
+    lock_rss();
+    sample_locked();
+    unlock_rss();
+    // The program's last thread is gone (its main thread called pthread_exit): leave, so the
+    // process ends as it would have.
+    if (thread_count() == 1) {
+      lock_rss();
+      write_rss_locked();
+      unlock_rss();
+      return nullptr;
+    }
+  }
+}
+
+}  // namespace
+
+bool rss_sampler_running() {
+  return g_sampler_running.load(std::memory_order_relaxed);
+}
+
+void count_recorder_bytes(size_t bytes) {
+  g_recorder_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void start_rss_sampler() {
+  if (g_fd < 0 || g_sampler_running.exchange(true)) return;
+  lock_rss();
+  sample_locked();  // the first sample: the process before the program's first allocation
+  unlock_rss();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t t;
+  ++tl_busy;
+  if (pthread_create(&t, &attr, sampler, nullptr) != 0) g_sampler_running.store(false);
+  --tl_busy;
+  pthread_attr_destroy(&attr);
+}
+
+void rss_after_fork_child() {
+  // The sampler did not survive the fork; the parent's samples are the parent's to write.
+  g_rss.lock.store(0);
+  g_rss.n = 0;
+  g_sampler_running.store(false);
+}
+
+void flush_rss(bool final_sample) {
+  if (g_fd < 0) return;
+  if (final_sample) {
+    lock_rss();
+    sample_locked();
+  } else if (!try_lock_rss()) {
+    return;  // a crash handler never waits; the sampler holds what it has
+  }
+  write_rss_locked();
+  unlock_rss();
+}
+
+}  // namespace ak::trace::rec
