@@ -107,6 +107,21 @@ def synthetic_results(folder, n, names=("glibc",)):
     json.dump({"size_histogram": {"<=8": 1}}, open(os.path.join(folder, "stats.json"), "w"))
 
 
+def fidelity(build, tmp, name, journal):
+    """Replays `journal` with glibc (the allocator it was recorded with) under each touch mode
+    and speed: the replayed peak heap RssAnon against the recorded one (compare's fidelity)."""
+    ak = os.path.join(build, "allockit")
+    row = {"program": name}
+    for touch in ("none", "page", "full"):
+        for speed in ("max", "1"):
+            out = os.path.join(tmp, f"fid-{name.split()[0]}-{touch}-{speed}")
+            subprocess.run([ak, "compare", journal, "--allocators", "glibc", "--touch", touch,
+                            "--speed", speed, "--out", out], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            row[f"{touch}/{speed}"] = json.load(open(os.path.join(out, "compare.json")))["fidelity"]
+    return row
+
+
 def report_time(build, folder):
     ak = os.path.join(build, "allockit")
     return wall([ak, "report", folder, "-o", os.path.join(folder, "r.html")])
@@ -137,7 +152,7 @@ def fmt_ns(v):
 
 
 def render_trace(doc):
-    lines = table.header(doc, "Trace lab figures (issue 5)") + table.targets_table(
+    lines = table.header(doc, "Trace lab figures (issues 5, 13)") + table.targets_table(
         [(t["target"], t["measured"], t["met"]) for t in doc["targets"]])
     lines += ["", "## Recording overhead (median wall time of 5 interleaved runs)", "",
               "| program | events | native s | recorder | allockit record | heaptrack | bytes/event (recorder alone) |",
@@ -158,6 +173,17 @@ def render_trace(doc):
         lines.append(f"| {r['journal']} | {r['ops']} | {r['wall_s']:.3f} / {r['wall_mean_s']:.3f} | "
                      f"{r['events_per_s'] / 1e6:.1f}M | "
                      f"{r['timer_floor_ns']['min']:.0f} / {r['timer_floor_ns']['mean']:.0f} |")
+    if doc.get("fidelity"):
+        modes = [k for k in doc["fidelity"][0] if k != "program"]
+        lines += ["", "## Fidelity (replayed with glibc, the recorded allocator)", "",
+                  "Replayed peak heap RssAnon / recorded, by `--touch` / `--speed`; in brackets the largest "
+                  "gap between the two curves (MiB), each run's time scaled to its length.", "",
+                  "| program | recorded MiB | " + " | ".join(modes) + " |",
+                  "|---|---:|" + "---:|" * len(modes)]
+        for f in doc["fidelity"]:
+            rec = f[modes[0]]["recorded_peak_bytes"] / 1048576
+            cells = [f"{f[m]['ratio']:.2f}x ({f[m]['largest_gap_bytes'] / 1048576:.1f})" for m in modes]
+            lines.append(f"| {f['program']} | {rec:.2f} | " + " | ".join(cells) + " |")
     lines += ["", "## Report", "", "| results folder | seconds |", "|---|---:|"]
     for k, v in doc["report_s"].items():
         lines.append(f"| {k} | {v:.2f} |")
@@ -213,6 +239,14 @@ def main():
             print(f"+ overhead: {name}", flush=True)
             over.append(overhead(build, tmp, name.split()[0] + str(len(over)), cmd, env))
             over[-1]["program"] = name
+        git_journal = os.path.join(tmp, "git.akj")
+        subprocess.run([os.path.join(build, "allockit"), "record", "-o", git_journal, "--", "git", "-C",
+                        os.path.dirname(HERE), "log", "--stat", "-n", "2000"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print("+ fidelity", flush=True)
+        fid = [fidelity(build, tmp, over[0]["program"], over[0]["journal"]),
+               fidelity(build, tmp, over[1]["program"], over[1]["journal"]),
+               fidelity(build, tmp, "git log --stat -n 2000 (this repository)", git_journal)]
         replay = [replay_rate(build, over[0]["journal"], os.path.join(tmp, "null-demo"))]
         euler = os.path.join(TRACES, "py-euler-nayuki.vgtrace.gz")
         if os.path.exists(euler):
@@ -245,7 +279,13 @@ def main():
         ]
         for o in over:
             o.pop("journal", None)
-        doc = benchlib.result_doc(sys.argv, [], "make bench-trace", overhead=over, replay=replay, report_s=rep, targets=targets)
+        best = [min(abs(v["ratio"] - 1) for k, v in f.items() if k != "program") for f in fid]
+        targets.insert(2, {"target": "fidelity: replayed peak heap RssAnon within 5% of the recording "
+                                     "(glibc; best touch mode and speed per program)",
+                           "measured": ", ".join(f"{b * 100:.0f}%" for b in best),
+                           "met": max(best) <= 0.05})
+        doc = benchlib.result_doc(sys.argv, [], "make bench-trace", overhead=over, replay=replay, report_s=rep,
+                                  targets=targets, fidelity=fid)
         benchlib.write_results(a.out, "trace", doc, render_trace(doc))
         if not a.skip_traces and os.path.isdir(TRACES):
             traces = shared_traces(build, tmp, a.repeat)
