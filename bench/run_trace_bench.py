@@ -127,6 +127,19 @@ def report_time(build, folder):
     return wall([ak, "report", folder, "-o", os.path.join(folder, "r.html")])
 
 
+def open_time(page, runs=3):
+    """Seconds headless Chromium takes to load and draw `page`, less what it takes for an empty
+    page (the browser's own start); the best of `runs`. None without Chromium."""
+    exe = shutil.which("chromium")
+    if not exe:
+        return None
+    empty = os.path.join(os.path.dirname(page), "empty.html")
+    open(empty, "w").write("<!DOCTYPE html><html><body></body></html>")
+    cmd = [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+    base = min(wall(cmd + ["file://" + empty]) for _ in range(runs))
+    return max(0.0, min(wall(cmd + ["file://" + page]) for _ in range(runs)) - base)
+
+
 def shared_traces(build, tmp, repeat):
     ak = os.path.join(build, "allockit")
     rows = []
@@ -184,9 +197,13 @@ def render_trace(doc):
             rec = f[modes[0]]["recorded_peak_bytes"] / 1048576
             cells = [f"{f[m]['ratio']:.2f}x ({f[m]['largest_gap_bytes'] / 1048576:.1f})" for m in modes]
             lines.append(f"| {f['program']} | {rec:.2f} | " + " | ".join(cells) + " |")
-    lines += ["", "## Report", "", "| results folder | seconds |", "|---|---:|"]
+    lines += ["", "## Report", "", "`allockit report` time; the page's size; the time headless Chromium takes to "
+              "load and draw it, less its time for an empty page (best of 3).", "",
+              "| results folder | seconds | page MB | opens in (s) |", "|---|---:|---:|---:|"]
     for k, v in doc["report_s"].items():
-        lines.append(f"| {k} | {v:.2f} |")
+        mb, op = doc.get("page_mb", {}).get(k), doc.get("page_open_s", {}).get(k)
+        lines.append(f"| {k} | {v:.2f} | {'-' if mb is None else f'{mb:.1f}'} | "
+                     f"{'-' if op is None else f'{op:.2f}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -261,6 +278,10 @@ def main():
         five = os.path.join(tmp, "report-5x2M")
         synthetic_results(five, 2_000_000, names=("glibc", "allockit", "jemalloc", "mimalloc", "tcmalloc"))
         rep["10M calls, 5 allocators x 2M"] = report_time(build, five)
+        pages = {k: os.path.join(f, "r.html") for k, f in (("10M calls, 1 allocator", one),
+                                                              ("10M calls, 5 allocators x 2M", five))}
+        page_mb = {k: os.path.getsize(p) / 1e6 for k, p in pages.items()}
+        page_open = {k: open_time(p) for k, p in pages.items()}
         demo_size = max(o["bytes_per_event"] for o in over)
         worst_rec = max(o["ratio"]["recorder"] for o in over)
         worst_total = max(o["ratio"]["allockit record"] for o in over)
@@ -276,6 +297,10 @@ def main():
              "met": demo_size <= 8},
             {"target": "report of 10M calls <= 10 s", "measured": ", ".join(f"{v:.1f} s" for v in rep.values()),
              "met": max(rep.values()) <= 10},
+            {"target": "report page < 10 MB, opens in headless Chromium in <= 3 s",
+             "measured": ", ".join(f"{page_mb[k]:.1f} MB, " + ("no Chromium" if page_open[k] is None else
+                                                              f"{page_open[k]:.2f} s") for k in pages),
+             "met": max(page_mb.values()) < 10 and all(v is not None and v <= 3 for v in page_open.values())},
         ]
         for o in over:
             o.pop("journal", None)
@@ -285,7 +310,7 @@ def main():
                            "measured": ", ".join(f"{b * 100:.0f}%" for b in best),
                            "met": max(best) <= 0.05})
         doc = benchlib.result_doc(sys.argv, [], "make bench-trace", overhead=over, replay=replay, report_s=rep,
-                                  targets=targets, fidelity=fid)
+                                  page_mb=page_mb, page_open_s=page_open, targets=targets, fidelity=fid)
         benchlib.write_results(a.out, "trace", doc, render_trace(doc))
         if not a.skip_traces and os.path.isdir(TRACES):
             traces = shared_traces(build, tmp, a.repeat)

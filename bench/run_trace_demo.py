@@ -2,7 +2,8 @@
 """`make demo`, part one: the trace lab's whole story on a real program that ships with Debian.
 1. `allockit record` python3 (PYTHONMALLOC=malloc) running bench/trace/demo_workload.py;
 2. `allockit compare` the journal against every allocator installed here, allockit included;
-3. `allockit report` -> OUT/report.html; the table is printed and kept in OUT/compare/compare.md."""
+3. `allockit report` -> OUT/report.html (and OUT/report.png, a screenshot, when Chromium is here);
+   the table and the fidelity line are printed and kept in OUT/compare/compare.md."""
 import argparse
 import os
 import shutil
@@ -37,6 +38,15 @@ def main():
     report = os.path.join(a.out, "report.html")
     run([ak, "report", results, "-o", report])
     print(f"\nreport: {os.path.abspath(report)}")
+    chromium = shutil.which("chromium")
+    if chromium:  # what docs/report-demo.png shows
+        shot = os.path.join(a.out, "report.png")
+        subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--window-size=1200,2600", "--virtual-time-budget=20000",
+                        f"--screenshot={os.path.abspath(shot)}", "file://" + os.path.abspath(report)],
+                       check=False, capture_output=True, timeout=120)
+        if os.path.exists(shot):
+            print(f"screenshot: {os.path.abspath(shot)}")
 
 
 if __name__ == "__main__":

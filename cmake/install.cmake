@@ -46,6 +46,17 @@ if(TARGET allockit_cli)
           LIBRARY DESTINATION ${AK_HELPER_INSTALL_DIR} RUNTIME DESTINATION ${AK_HELPER_INSTALL_DIR})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/report/allockit_report DESTINATION ${AK_PYTHON_INSTALL_DIR}
           PATTERN __pycache__ EXCLUDE)
+  # The plotting library the report's pages embed (tools/report/allockit_report/assets.py), with
+  # its licence; scripts/install-deps.sh fetches it from npm.
+  set(_plotly ${PROJECT_SOURCE_DIR}/tools/report/node_modules/plotly.js-cartesian-dist-min)
+  if(EXISTS ${_plotly}/plotly-cartesian.min.js)
+    install(FILES ${_plotly}/plotly-cartesian.min.js DESTINATION ${AK_PYTHON_INSTALL_DIR}/allockit_report/vendor)
+    install(FILES ${_plotly}/LICENSE DESTINATION ${AK_PYTHON_INSTALL_DIR}/allockit_report/vendor
+            RENAME plotly-LICENSE)
+  else()
+    message(WARNING "the report's plotting library is missing (run scripts/install-deps.sh): "
+                    "an install's `allockit report` will say so")
+  endif()
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
@@ -60,6 +71,6 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # libc6, libstdc++6, libzstd1, zlib1g from the binaries
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-numpy, python3-matplotlib")  # the report
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-numpy")  # the report
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, pkg-config")
 include(CPack)

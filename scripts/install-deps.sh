@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs what allockit builds, tests and benchmarks with and is missing here: Debian packages
-# (apt-get, as root or through sudo), and matplotlib/numpy from PyPI only when the python3 on
-# PATH is not Debian's and lacks them. `make`, `make test` and `make demo` run it first; when
+# (apt-get, as root or through sudo), numpy from PyPI only when the python3 on PATH is not
+# Debian's and lacks it, and the report's plotting library from npm. `make`, `make test` and `make demo` run it first; when
 # nothing is missing it installs nothing and prints nothing.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build git clang-format python3 python3-pip pkg-config
   libgtest-dev libbenchmark-dev libboost-dev libloki-dev
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
-  libzstd-dev zlib1g-dev clang libclang-rt-14-dev python3-matplotlib python3-numpy
-  libpython3.11-testsuite sqlite3 heaptrack hyperfine dpkg-dev file
+  libzstd-dev zlib1g-dev clang libclang-rt-14-dev python3-numpy
+  libpython3.11-testsuite sqlite3 heaptrack hyperfine dpkg-dev file chromium
 )
+# npm for the report's plotting library (below), from Debian when the machine has none.
+command -v npm >/dev/null || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -30,7 +32,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import matplotlib, numpy' 2>/dev/null; then
-  echo "install-deps: installing matplotlib and numpy for $(command -v python3) from PyPI"
-  python3 -m pip install -q matplotlib numpy
+if ! python3 -c 'import numpy' 2>/dev/null; then
+  echo "install-deps: installing numpy for $(command -v python3) from PyPI"
+  python3 -m pip install -q numpy
+fi
+
+# The plotting library the report embeds (tools/report/assets.py says why it comes from npm):
+# the version package-lock.json pins, into tools/report/node_modules.
+report=$(cd "$(dirname "$0")/../tools/report" && pwd)
+if [ ! -f "$report/node_modules/plotly.js-cartesian-dist-min/plotly-cartesian.min.js" ]; then
+  echo "install-deps: installing the report's plotting library from npm"
+  (cd "$report" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

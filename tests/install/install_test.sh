@@ -97,7 +97,7 @@ step "make package: the .deb, unpacked with dpkg -x, builds a consumer"
 DEB=$T/deb/allockit_0.2.0_amd64.deb
 [ -f "$DEB" ] || { ls "$T/deb"; fail "no $DEB"; }
 deps=$(dpkg-deb -f "$DEB" Depends)
-for d in libc6 libzstd1 python3-matplotlib; do
+for d in libc6 libzstd1 python3-numpy; do
   echo "$deps" | grep -q "$d" || fail "the .deb does not depend on $d: $deps"
 done
 dpkg -x "$DEB" "$T/root"
@@ -115,17 +115,23 @@ AK=$P/bin/allockit
 "$AK" compare "$T/inv.akj" --allocators glibc,allockit --out "$T/cmp" >/dev/null
 "$AK" report "$T/cmp" -o "$T/report.html" >/dev/null
 grep -q '<html' "$T/report.html" || fail "no report written"
+grep -q 'Plotly.newPlot' "$T/report.html" || fail "the installed report lacks its plotting library"
 
-step "an install without its report package, and a python3 without matplotlib"
+step "an install without its report package or its plotting library, and a python3 without numpy"
 mv "$P/share/allockit/python" "$T/python.away"
 if "$AK" report "$T/cmp" -o "$T/r2.html" >"$T/r2.log" 2>&1; then fail "report ran without its package"; fi
 grep -q 'report package allockit_report is missing' "$T/r2.log" || { cat "$T/r2.log"; fail "unclear message"; }
 mv "$T/python.away" "$P/share/allockit/python"
-mkdir -p "$T/nompl/matplotlib"
-echo 'raise ModuleNotFoundError("No module named matplotlib", name="matplotlib")' >"$T/nompl/matplotlib/__init__.py"
-if PYTHONPATH=$T/nompl "$AK" report "$T/cmp" -o "$T/r3.html" >"$T/r3.log" 2>&1; then fail "report ran without matplotlib"; fi
-grep -q "module 'matplotlib' is missing; install it" "$T/r3.log" || { cat "$T/r3.log"; fail "unclear message"; }
-! grep -q Traceback "$T/r2.log" "$T/r3.log" || fail "a Python traceback"
+vendor=$P/share/allockit/python/allockit_report/vendor
+mv "$vendor" "$T/vendor.away"
+if "$AK" report "$T/cmp" -o "$T/r4.html" >"$T/r4.log" 2>&1; then fail "report ran without its plotting library"; fi
+grep -q 'plotly-cartesian.min.js is missing' "$T/r4.log" || { cat "$T/r4.log"; fail "unclear message"; }
+mv "$T/vendor.away" "$vendor"
+mkdir -p "$T/nonp/numpy"
+echo 'raise ModuleNotFoundError("No module named numpy", name="numpy")' >"$T/nonp/numpy/__init__.py"
+if PYTHONPATH=$T/nonp "$AK" report "$T/cmp" -o "$T/r3.html" >"$T/r3.log" 2>&1; then fail "report ran without numpy"; fi
+grep -q "module 'numpy' is missing; install it" "$T/r3.log" || { cat "$T/r3.log"; fail "unclear message"; }
+! grep -q Traceback "$T/r2.log" "$T/r3.log" "$T/r4.log" || fail "a Python traceback"
 
 echo "install tree:"
 sed 's/^/  /' "$T/tree"

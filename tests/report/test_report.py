@@ -1,6 +1,5 @@
 """The report package on synthetic results folders: plots are produced, the page is well formed
 and self-contained, and damaged inputs get an error naming the file."""
-import base64
 import html.parser
 import json
 import os
@@ -48,6 +47,7 @@ def make_folder(root, names=("glibc", "allockit"), n=5000):
                    "touch": "none", "repeat": 1, "recorded_allocator": "glibc", "results": results}, f)
     with open(os.path.join(root, "stats.json"), "w") as f:
         json.dump({"calls": {"malloc": n}, "size_histogram": {"<=8": 3, "<=16": 9},
+                   "lifetime_histogram": {"<100 ns": 4, "<1 us": 7, "leaked": 1},
                    "allocations": n}, f)
 
 
@@ -80,11 +80,16 @@ class ReportTest(unittest.TestCase):
         checker.feed(page)
         self.assertEqual(checker.errors, [])
         self.assertEqual(checker.stack, [])
-        images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
-        self.assertEqual(len(images), 2 + 3)  # two densities, percentiles, rss, sizes
-        for img in images:
-            self.assertTrue(base64.b64decode(img).startswith(b"\x89PNG"))
-        self.assertNotIn("http", page.replace("http-equiv", ""))  # nothing fetched from outside
+        # Five figures, each a div and a Plotly specification; the library inline, nothing loaded
+        # from elsewhere when the page is viewed.
+        self.assertEqual(re.findall(r'<div class="plot" id="(\w+)">', page),
+                         ["percentiles", "rss", "density", "sizes", "lifetimes"])
+        self.assertIn("Plotly.newPlot", page)
+        self.assertIsNone(re.search(r"<(script|img|link|iframe)[^>]*\s(src|href)=", page))
+        specs = json.loads(re.search(r"var figs=(\[.*?\]);var cfg", page, re.S).group(1))
+        density = dict(specs)["density"]
+        self.assertEqual([t["name"] for t in density["data"]], ["glibc", "allockit"])
+        self.assertEqual(density["layout"]["xaxis2"]["matches"], "x")  # one shared time axis
         self.assertIn("prog &lt;arg&gt;", page)
         self.assertIn("failed: killed &lt;b&gt;", page)
 
@@ -110,10 +115,29 @@ class ReportTest(unittest.TestCase):
         n = 20000
         rng = np.random.default_rng(3)
         from allockit_report import plots
-        img, extent = plots.density_image(rng.integers(0, 10**6, n), rng.integers(1, 10**5, n),
-                                          rng.integers(1, 4096, n), xbins=50, ybins=40)
-        self.assertEqual(img.shape, (40, 50, 4))
-        self.assertGreater((img[:, :, 3] > 0).sum(), 100)
+        count, mean = plots.density_grid(rng.integers(0, 10**6, n), rng.integers(1, 10**5, n),
+                                         rng.integers(1, 4096, n), 1000.0, 10.0, 1e6)
+        self.assertEqual(count.shape, (5 * plots.BINS_PER_DECADE, plots.TIME_BINS))
+        self.assertEqual(count.sum(), n)
+        self.assertTrue(((mean > 0) == (count > 0)).all())
+
+    def test_a_missing_plotting_library_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_folder(d, names=("glibc",))
+            old = os.environ.get("ALLOCKIT_PLOTLY_JS")
+            os.environ["ALLOCKIT_PLOTLY_JS"] = "/nonexistent/plotly.js"
+            from allockit_report import assets
+            saved, assets._PLACES = assets._PLACES, []
+            try:
+                with self.assertRaisesRegex(assets.MissingAsset, "install-deps.sh"):
+                    assets.plotly_js()
+                self.assertEqual(report.main([d, "-o", os.path.join(d, "r.html")]), 1)
+            finally:
+                assets._PLACES = saved
+                if old is None:
+                    del os.environ["ALLOCKIT_PLOTLY_JS"]
+                else:
+                    os.environ["ALLOCKIT_PLOTLY_JS"] = old
 
     def test_damaged_samples_name_the_file(self):
         with tempfile.TemporaryDirectory() as d:

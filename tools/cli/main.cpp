@@ -244,9 +244,9 @@ int cmd_report(const Args& a) {
   std::vector<const char*> argv = {"python3",   "-m",   "allockit_report", a.pos[0].c_str(), "-o",
                                    out.c_str(), nullptr};
   execvp("python3", const_cast<char**>(argv.data()));
-  throw std::runtime_error(
-      std::string("cannot run python3 for the report (") + std::strerror(errno) +
-      "); install it: sudo apt-get install python3 python3-numpy python3-matplotlib");
+  throw std::runtime_error(std::string("cannot run python3 for the report (") +
+                           std::strerror(errno) +
+                           "); install it: sudo apt-get install python3 python3-numpy");
 }
 
 int cmd_record(int argc, char** argv) {

@@ -3,14 +3,12 @@ import argparse
 import sys
 
 try:
-    import matplotlib  # noqa: F401  (checked here so a missing one is named, not a traceback)
-    import numpy  # noqa: F401
+    import numpy  # noqa: F401  (checked here so a missing one is named, not a traceback)
 except ImportError as missing:
     sys.exit(f"allockit report: the Python module '{missing.name}' is missing; install it with "
-             "'sudo apt-get install python3-numpy python3-matplotlib' "
-             "(or 'pip install numpy matplotlib')")
+             "'sudo apt-get install python3-numpy' (or 'pip install numpy')")
 
-from . import data, html, plots  # noqa: E402
+from . import assets, data, html, plots  # noqa: E402
 
 
 def progress(step, total, what):
@@ -24,21 +22,21 @@ def progress(step, total, what):
 
 def build(folder, out):
     results = data.load(folder)
+    js = assets.plotly_js()
     ok = [a for a in results.allocators if a.summary.get("ok")]
-    total = len(ok) + 3
-    figures = {"density": []}
-    for i, a in enumerate(ok):
-        progress(i, total, a.name)
-        figures["density"].append((a.name, plots.scatter_density(a.name, a.samples)))
-    progress(len(ok), total, "percentiles")
-    figures["percentiles"] = plots.percentile_chart(ok)
-    progress(len(ok) + 1, total, "rss")
-    figures["rss"] = plots.rss_chart(ok, results.recorded_rss)
-    progress(len(ok) + 2, total, "sizes")
-    figures["sizes"] = plots.size_histogram(results.stats)
-    progress(total, total, "done")
+    progress(0, 4, "density")
+    figures = {"density": plots.density_figure(ok)}
+    progress(1, 4, "percentiles")
+    figures["percentiles"] = plots.percentile_figure(ok)
+    progress(2, 4, "rss")
+    figures["rss"] = plots.rss_figure(ok, results.recorded_rss)
+    progress(3, 4, "histograms")
+    figures["sizes"] = plots.histogram_figure(results.stats, "size_histogram", "request sizes (bytes)", " bytes")
+    figures["lifetimes"] = plots.histogram_figure(results.stats, "lifetime_histogram",
+                                                  "lifetimes (from allocation to free)", "")
+    progress(4, 4, "done")
     with open(out, "w") as f:
-        f.write(html.page(results, figures))
+        f.write(html.page(results, figures, js))
 
 
 def main(argv=None):
@@ -48,7 +46,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     try:
         build(a.folder, a.out)
-    except data.ResultsError as e:
+    except (data.ResultsError, assets.MissingAsset) as e:
         print(f"allockit report: {e}", file=sys.stderr)
         return 1
     print(f"allockit report: wrote {a.out}", file=sys.stderr)

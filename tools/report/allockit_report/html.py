@@ -1,13 +1,42 @@
-"""Assembles the self-contained report page: inline CSS, figures embedded as base64 PNG."""
-import base64
+"""Assembles the self-contained report page: inline CSS, the plotting library inline, each
+figure a div and its Plotly specification as JSON. Nothing is fetched when the page is viewed."""
 import html
+import json
 
 from .plots import PERCENTILES, fmt_ns
 
 
-def _img(png, alt):
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+def _figure(div_id):
+    """A figure's div; the page's script draws it (_script)."""
+    return f'<div class="plot" id="{div_id}"></div>'
+
+
+def _script(figures):
+    """Draws every figure: Plotly.newPlot for each (id, spec), responsive, no logo, no toolbar
+    link to Plotly's site (the page works offline)."""
+    specs = json.dumps([[k, v] for k, v in figures], separators=(",", ":"), allow_nan=False)
+    # </script> inside JSON would end the element early; JSON allows escaping the slash.
+    specs = specs.replace("</", "<\\/")
+    return "<script>(function(){var figs=" + specs + ";" + _JS + "})();</script>"
+
+
+# Draws the figures; keeps the memory chart's time range in step with the call timeline's (both
+# are replay time); sorts a table by the column whose header is clicked.
+_JS = """var cfg={responsive:true,displaylogo:false,modeBarButtonsToRemove:['sendDataToCloud']};
+figs.forEach(function(f){Plotly.newPlot(f[0],f[1].data,f[1].layout,cfg);});
+var tl=document.getElementById('density'),mem=document.getElementById('rss'),busy=false;
+function xrange(e){for(var k in e){var m=/^(xaxis\\d*)\\.(range\\[0\\]|range|autorange)$/.exec(k);if(!m)continue;
+ if(m[2]==='autorange')return{'xaxis.autorange':true};
+ return{'xaxis.range':m[2]==='range'?e[k]:[e[k],e[m[1]+'.range[1]']]};}return null;}
+function follow(from,to){from.on('plotly_relayout',function(e){var u=xrange(e);if(busy||!u)return;
+ busy=true;Promise.resolve(Plotly.relayout(to,u)).then(function(){busy=false;});});}
+if(tl&&mem&&tl.on&&mem.on){follow(tl,mem);follow(mem,tl);}
+function cell(r,i){var t=r.cells[i]?r.cells[i].textContent:'';var n=parseFloat(t.replace(/[^0-9.eE+-]/g,''));
+ var k=/ms$/.test(t)?1e6:/us$/.test(t)?1e3:1;return isNaN(n)?t:n*k;}
+document.querySelectorAll('table.sortable th').forEach(function(th){var i=th.cellIndex;
+ th.title='click to sort';th.addEventListener('click',function(){var tb=th.closest('table'),rows=[].slice.call(tb.rows,1),
+ up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';rows.sort(function(a,b){var x=cell(a,i),y=cell(b,i);
+ return (x<y?-1:x>y?1:0)*(up?1:-1);});rows.forEach(function(r){r.parentNode.appendChild(r);});});});"""
 
 
 def _fmt_ns(v):
@@ -28,7 +57,7 @@ def summary_table(results):
         rows.append(f"<tr><td>{html.escape(a.name)}</td>{cells}<td>{k['mean_ns']:.1f}</td>"
                     f"<td>{s['peak_rss_bytes'] / 1048576:.2f}</td><td>{s['overhead']:.2f}x</td>"
                     f"<td>{s['wall_s']:.3f}</td></tr>")
-    return (f"<table><tr><th>allocator</th>{head}<th>mean</th><th>peak RSS MiB</th>"
+    return (f"<table class='sortable'><tr><th>allocator</th>{head}<th>mean</th><th>peak RSS MiB</th>"
             f"<th>overhead</th><th>wall s</th></tr>{''.join(rows)}</table>")
 
 
@@ -50,7 +79,7 @@ def kind_table(results):
                          f"{_fmt_ns(v['p99.9'])} / {_fmt_ns(v['worst'])}</td>")
         rows.append(f"<tr><td>{html.escape(a.name)}</td>{''.join(cells)}</tr>")
     head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
-    return f"<table><tr><th>allocator</th>{head}</tr>{''.join(rows)}</table>"
+    return f"<table class='sortable'><tr><th>allocator</th>{head}</tr>{''.join(rows)}</table>"
 
 
 def stats_list(stats):
@@ -65,9 +94,9 @@ def stats_list(stats):
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;
+table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;cursor:default;
 padding:3px 6px;text-align:right}td:first-child,th:first-child{text-align:left}
-img{max-width:100%}dt{font-weight:bold;float:left;width:9em}dd{margin-left:10em}
+img{max-width:100%}.plot{width:100%;min-height:300px}dt{font-weight:bold;float:left;width:9em}dd{margin-left:10em}
 .note{color:#666;font-size:13px}"""
 
 
@@ -87,24 +116,26 @@ def fidelity_note(compare):
     return f"<p class='note'>{text}</p>"
 
 
-def page(results, figures):
+def page(results, figures, plotly_js):
+    """The whole page. `figures` maps a div id to its Plotly specification."""
     c = results.compare
     title = f"allockit replay report: {c.get('command') or c.get('journal', '')}"
+    js = plotly_js.replace("</script", "<\\/script")
     parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{CSS}</style></head><body>",
+             f"<style>{CSS}</style><script>{js}</script></head><body>",
              f"<h1>{html.escape(title)}</h1>",
              f"<p class='note'>Journal {html.escape(str(c.get('journal', '')))}; {c.get('ops', 0)} calls on "
              f"{c.get('threads', 0)} thread(s); speed {'max' if not c.get('speed') else c.get('speed')}, "
              f"touch {html.escape(str(c.get('touch', '')))}, {c.get('repeat', 1)} run(s) per allocator; "
              f"recorded with {html.escape(str(c.get('recorded_allocator', '')))}. Each allocator ran in "
-             "its own process; latency is serialised rdtsc around each call.</p>",
+             "its own process; latency is serialised rdtsc around each call. Every plot zooms (drag), "
+             "pans (shift-drag) and resets (double-click); hover a point or cell for its values.</p>",
              "<h2>Summary (all calls, ns)</h2>", summary_table(results),
              "<h2>By kind: p50 / p99 / p99.9 / worst</h2>", kind_table(results),
-             "<h2>Latency percentiles</h2>", _img(figures["percentiles"], "percentile chart"),
-             "<h2>Resident memory over time</h2>", fidelity_note(c), _img(figures["rss"], "RSS over time"),
-             "<h2>Calls over replay time</h2>"]
-    for name, png in figures["density"]:
-        parts.append(_img(png, f"latency density for {name}"))
-    parts += ["<h2>The journal</h2>", stats_list(results.stats),
-              _img(figures["sizes"], "size histogram"), "</body></html>\n"]
+             "<h2>Latency percentiles</h2>", _figure("percentiles"),
+             "<h2>Resident memory over time</h2>", fidelity_note(c), _figure("rss"),
+             "<h2>Calls over replay time</h2>", _figure("density"),
+             "<h2>The journal</h2>", stats_list(results.stats), _figure("sizes"),
+             _figure("lifetimes"),
+             _script(figures.items()), "</body></html>\n"]
     return "\n".join(parts)
