@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 
@@ -161,3 +162,9 @@ def result_doc(argv, timings, make_target="make demo", **extra):
     }
     doc.update(extra)
     return doc
+
+
+def headless_chromium():
+    """Debian's Chromium as the benchmarks run it (headless, as root), or None when absent."""
+    exe = shutil.which("chromium")
+    return [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"] if exe else None

@@ -130,12 +130,12 @@ def report_time(build, folder):
 def open_time(page, runs=3):
     """Seconds headless Chromium takes to load and draw `page`, less what it takes for an empty
     page (the browser's own start); the best of `runs`. None without Chromium."""
-    exe = shutil.which("chromium")
-    if not exe:
+    chromium = benchlib.headless_chromium()
+    if not chromium:
         return None
     empty = os.path.join(os.path.dirname(page), "empty.html")
     open(empty, "w").write("<!DOCTYPE html><html><body></body></html>")
-    cmd = [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+    cmd = chromium + ["--dump-dom"]
     base = min(wall(cmd + ["file://" + empty]) for _ in range(runs))
     return max(0.0, min(wall(cmd + ["file://" + page]) for _ in range(runs)) - base)
 

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import benchlib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -38,12 +40,11 @@ def main():
     report = os.path.join(a.out, "report.html")
     run([ak, "report", results, "-o", report])
     print(f"\nreport: {os.path.abspath(report)}")
-    chromium = shutil.which("chromium")
+    chromium = benchlib.headless_chromium()
     if chromium:  # what docs/report-demo.png shows
         shot = os.path.join(a.out, "report.png")
-        subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--window-size=1200,2600", "--virtual-time-budget=20000",
-                        f"--screenshot={os.path.abspath(shot)}", "file://" + os.path.abspath(report)],
+        subprocess.run(chromium + ["--window-size=1200,2600", "--virtual-time-budget=20000",
+                                   f"--screenshot={os.path.abspath(shot)}", "file://" + os.path.abspath(report)],
                        check=False, capture_output=True, timeout=120)
         if os.path.exists(shot):
             print(f"screenshot: {os.path.abspath(shot)}")

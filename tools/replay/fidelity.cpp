@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "trace/json.hpp"
+#include "trace/stats.hpp"
 
 namespace ak::replay {
 
@@ -57,13 +58,9 @@ std::string mib(uint64_t bytes) {
 Curve recorded_curve(const std::vector<trace::RssSample>& rss) {
   Curve c;
   if (rss.empty()) return c;
-  auto own = [](const trace::RssSample& r) {
-    return r.anon_bytes - std::min(r.anon_bytes, r.recorder_bytes);
-  };
-  const uint64_t base = own(rss.front());
   for (const auto& r : rss)
     c.emplace_back(static_cast<double>(r.time_ns - rss.front().time_ns) * 1e-6,
-                   own(r) - std::min(own(r), base));
+                   trace::heap_anon(r, rss.front()));
   return c;
 }
 

@@ -96,11 +96,11 @@ struct Shared {
 };
 Shared g;
 
-// One per replay thread, a cache line each: `at` is written after every op.
+// One per replay thread, a cache line each: `at` is written every 256 ops.
 struct alignas(64) ThreadArg {
   uint32_t index;
   uint64_t first;              // index of the thread's first op
-  std::atomic<uint64_t> at;    // ops done, for the launcher's watchdog
+  std::atomic<uint64_t> at;    // ops done (every 256th), for the launcher's watchdog
   bool joined;                 // the launcher has joined it (launcher only)
   uint64_t first_ns, last_ns;  // recorded times of its first and last op
 };
@@ -211,8 +211,10 @@ void replay_ops(ThreadArg* arg) {
     } else if (p) {
       free(p);  // realloc(p, 0) that returned a block here though it freed when recorded
     }
-    if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
-    arg->at.store(i + 1, std::memory_order_relaxed);
+    if ((i & 0xff) == 0xff) [[unlikely]] {
+      arg->at.store(i + 1, std::memory_order_relaxed);
+      if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
+    }
   }
   g.progress->fetch_add(n & 0xffff, std::memory_order_relaxed);
   g.touch_ticks[arg->index] = touch_ticks;

@@ -109,16 +109,18 @@ void setup_packer() {
 // the compressed length, with the packer held (release_packer), or 0, with it not held.
 size_t pack(const uint8_t* raw, size_t len, uint64_t fill_ticks) {
   Packer& pk = g_packer;
-  const uint64_t cost = pk.ticks_per_256.load(std::memory_order_relaxed) * (len / 256 + 1);
-  if (!pk.cctx || fill_ticks < kFillPerPack * cost ||
+  const uint64_t units = len / 256 + 1;
+  if (!pk.cctx ||
+      fill_ticks < kFillPerPack * units * pk.ticks_per_256.load(std::memory_order_relaxed) ||
       pk.busy.exchange(1, std::memory_order_acquire) != 0)
     return 0;
-  if (pk.ticks_per_256.load(std::memory_order_relaxed) == 0)  // its pages are touched from now
+  // Read again under the packer: only its holder writes the estimate.
+  const uint64_t seen = pk.ticks_per_256.load(std::memory_order_relaxed);
+  if (seen == 0)  // the first compression: the context's pages are touched from now
     count_recorder_bytes(ZSTD_sizeof_CCtx(pk.cctx) + pk.out_cap);
   const uint64_t t0 = __rdtsc();
   const size_t n = ZSTD_compressCCtx(pk.cctx, pk.out, pk.out_cap, raw, len, kPackLevel);
-  const uint64_t per_256 = (__rdtsc() - t0) / (len / 256 + 1);
-  const uint64_t seen = pk.ticks_per_256.load(std::memory_order_relaxed);
+  const uint64_t per_256 = (__rdtsc() - t0) / units;
   if (seen == 0 || per_256 < seen) pk.ticks_per_256.store(per_256, std::memory_order_relaxed);
   if (!ZSTD_isError(n) && n < len) return n;
   pk.busy.store(0, std::memory_order_release);

@@ -85,12 +85,10 @@ RecordedMemory recorded_memory(const std::vector<RssSample>& rss) {
   RecordedMemory m;
   if (rss.empty()) return m;
   m.samples = rss.size();
-  m.baseline_anon =
-      rss.front().anon_bytes - std::min(rss.front().anon_bytes, rss.front().recorder_bytes);
+  m.baseline_anon = program_anon(rss.front());
   for (const RssSample& r : rss) {
-    const uint64_t anon = r.anon_bytes - std::min(r.anon_bytes, r.recorder_bytes);
-    const uint64_t heap = anon - std::min(anon, m.baseline_anon);
-    m.peak_anon = std::max(m.peak_anon, anon);
+    const uint64_t heap = heap_anon(r, rss.front());
+    m.peak_anon = std::max(m.peak_anon, program_anon(r));
     m.peak_rss = std::max(m.peak_rss, r.rss_bytes);
     if (heap > m.peak_heap_anon) {
       m.peak_heap_anon = heap;

@@ -1,5 +1,6 @@
 // `allockit stats`: exact call counts, sizes, lifetimes, threads and leaks of one journal.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,17 @@ struct RecordedMemory {
   double peak_at_s = 0;         // when peak_heap_anon was sampled, from the first sample
 };
 RecordedMemory recorded_memory(const std::vector<RssSample>& rss);
+
+// A sample's RssAnon less the recorder's own buffers.
+inline uint64_t program_anon(const RssSample& r) {
+  return r.anon_bytes - std::min(r.anon_bytes, r.recorder_bytes);
+}
+// The heap's share of sample `r`: program_anon above that of `first`, the sample taken before the
+// program's first call.
+inline uint64_t heap_anon(const RssSample& r, const RssSample& first) {
+  const uint64_t a = program_anon(r), base = program_anon(first);
+  return a - std::min(a, base);
+}
 
 struct TraceStats {
   uint64_t events = 0;
