@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build git clang-format python3 python3-pip pkg-config
   libgtest-dev libbenchmark-dev libboost-dev libloki-dev
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
-  libzstd-dev zlib1g-dev clang libclang-rt-14-dev python3-numpy
+  libzstd-dev zlib1g-dev libunwind-dev libdw-dev clang libclang-rt-14-dev python3-numpy
   libpython3.11-testsuite sqlite3 heaptrack hyperfine dpkg-dev file chromium
 )
 # npm for the report's plotting library (below), from Debian when the machine has none.

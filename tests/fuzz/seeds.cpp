@@ -1,5 +1,6 @@
 // Built-in seeds for the fuzz targets: a small valid journal (raw and zstd blocks, two threads,
-// every op) and small valid text traces (valgrind, text, heaptrack).
+// every op; the zstd one with v2 stacks and a module snapshot) and small valid text traces
+// (valgrind, text, heaptrack).
 #include <unistd.h>
 
 #include <fstream>
@@ -26,7 +27,12 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
         e.c = 3;
         e.result = e.op == Op::kFree ? 0 : 0x1000 + 0x40 * static_cast<uint64_t>(i);
         e.duration_ns = 7;
-        w.add(1 + static_cast<uint32_t>(i % 2), 500, e);
+        w.add(1 + static_cast<uint32_t>(i % 2), 500, e, compress ? 1 + i % 3 : 0);
+      }
+      if (compress) {
+        const uint64_t frames[] = {0x401234, 0x401300, 0x7f0000001000};
+        for (uint32_t id = 1; id <= 3; ++id) w.add_stack(id, frames, id);
+        w.add_modules(90, {{0, 0x400000, 0x500000, 0, "\x01\x02\x03\x04", "/bin/seed"}});
       }
       w.finish();
     }

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "trace/journal.hpp"
+#include "trace/sites.hpp"
 #include "trace/stats.hpp"
 #include "trace/timeline.hpp"
 
@@ -162,6 +163,187 @@ TEST(Journal, AnRssBlockWhoseCountDisagreesIsNamed) {
   } catch (const JournalError& e) {
     EXPECT_NE(std::string(e.what()).find("RSS block"), std::string::npos) << e.what();
     EXPECT_EQ(e.offset(), at);
+  }
+  std::remove(path.c_str());
+}
+
+// A v2 journal: thread 1 allocates 16 bytes 100 times at stack 1 (each freed at once: temporary),
+// 64 bytes 10 times at stack 2 (kept: live at the peak, leaked), one 32-byte block at stack 3
+// freed by thread 2; two stacks share their innermost frame.
+std::string write_stacked(bool compress) {
+  std::string path = temp_path(compress ? "sz" : "sraw");
+  JournalWriter w(path, {{"command", "stacked"}}, compress);
+  uint64_t t = 1;
+  for (uint64_t i = 0; i < 100; ++i) {
+    w.add(1, 101, ev(Op::kMalloc, t++, 16, 0, 0x1000), 1);
+    w.add(1, 101, ev(Op::kFree, t++, 0x1000, 0, 0));
+  }
+  for (uint64_t i = 0; i < 10; ++i)
+    w.add(1, 101, ev(Op::kMalloc, t++, 64, 0, 0x9000 + 0x100 * i), 2);
+  w.add(1, 101, ev(Op::kMalloc, t++, 32, 0, 0x20000), 3);
+  w.add(2, 102, ev(Op::kFree, t++, 0x20000, 0, 0));
+  const uint64_t a[] = {0x401010, 0x402020}, b[] = {0x401010, 0x403030}, c[] = {0x7f0000002000};
+  w.add_stack(1, a, 2);
+  w.add_stack(2, b, 2);
+  w.add_stack(3, c, 1);
+  w.add_modules(5, {{0, 0x400000, 0x410000, 0, "\xab\xcd", "/opt/app"},
+                    {0, 0x7f0000000000, 0x7f0000010000, 0x7f0000000000, "", "/lib/libx.so"}});
+  w.finish();
+  return path;
+}
+
+TEST(Journal, StacksAndModulesRoundTrip) {
+  for (bool compress : {false, true}) {
+    std::string path = write_stacked(compress);
+    JournalReader r(path);
+    EXPECT_EQ(r.version(), kVersion);
+    ASSERT_EQ(r.stacks().ids(), 3u);
+    const auto s2 = r.stacks().frames(2);
+    ASSERT_EQ(s2.size(), 2u);
+    EXPECT_EQ(s2[1], 0x403030u);
+    EXPECT_TRUE(r.stacks().frames(4).empty());
+    ASSERT_EQ(r.modules().size(), 2u);
+    EXPECT_EQ(r.modules()[0].path, "/opt/app");
+    EXPECT_EQ(r.modules()[0].build_id, "\xab\xcd");
+    EXPECT_EQ(r.modules()[1].bias, 0x7f0000000000u);
+    Trace t = load_trace(r);
+    ASSERT_EQ(t.threads[0].stacks.size(), t.threads[0].events.size());
+    EXPECT_EQ(t.threads[0].stacks[0], 1u);
+    EXPECT_EQ(t.threads[0].stacks[1], 0u);  // a free carries none
+    EXPECT_EQ(t.threads[0].stacks[200], 2u);
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Journal, VersionOneJournalsStillRead) {
+  std::string path = write_sample(true);
+  auto bytes = slurp(path);
+  bytes[8] = 1;  // the header's version: v1 events are v2 events without a stack flag
+  JournalReader r(bytes.data(), bytes.size());
+  EXPECT_EQ(r.version(), 1u);
+  Trace t = load_trace(r);
+  EXPECT_EQ(t.events, 6000u);
+  EXPECT_TRUE(t.stacks.empty());
+  EXPECT_TRUE(t.threads[0].stacks.empty());
+  std::remove(path.c_str());
+}
+
+TEST(Journal, VersionTwoContentInAVersionOneJournalIsNamed) {
+  // Stack and module blocks are unknown codecs to v1 ...
+  std::string path = write_stacked(false);
+  auto bytes = slurp(path);
+  bytes[8] = 1;
+  try {
+    JournalReader r(bytes.data(), bytes.size());
+    load_trace(r);
+    FAIL() << "a v1 journal with module blocks was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown block codec 5"), std::string::npos) << e.what();
+  }
+  // ... and an event with a stack id is malformed.
+  {
+    JournalWriter w(path, {}, false);
+    w.add(1, 1, ev(Op::kMalloc, 1, 8, 0, 0x10), 7);
+    w.finish();
+  }
+  bytes = slurp(path);
+  bytes[8] = 1;
+  try {
+    JournalReader r(bytes.data(), bytes.size());
+    load_trace(r);
+    FAIL() << "a v1 event with a stack id was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed event 0"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Journal, AStackBlockThatDoesNotDecodeIsNamed) {
+  std::string path = temp_path("badstack");
+  {
+    JournalWriter w(path, {}, false);
+    w.add(1, 1, ev(Op::kMalloc, 1, 8, 0, 0x10), 1);
+    w.finish();
+  }
+  const auto at = slurp(path).size();
+  // A stack block whose one entry claims depth 65 (kMaxStackDepth is 64), checksum correct.
+  const uint8_t payload[] = {1, 65, 0, 0};
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecStacks;
+  h.stored_len = h.raw_len = sizeof payload;
+  h.event_count = 1;
+  h.crc = block_crc(h, payload, sizeof payload);
+  std::ofstream(path, std::ios::binary | std::ios::app)
+      .write(reinterpret_cast<const char*>(&h), sizeof h)
+      .write(reinterpret_cast<const char*>(payload), sizeof payload);
+  try {
+    JournalReader r(path);
+    FAIL() << "a malformed stack block was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed stack 0"), std::string::npos) << e.what();
+    EXPECT_EQ(e.offset(), at);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Journal, WriterRejectsStacksOutOfRange) {
+  std::string path = temp_path("range");
+  JournalWriter w(path, {});
+  const uint64_t f[65] = {};
+  EXPECT_THROW(w.add_stack(1, f, 0), std::invalid_argument);
+  EXPECT_THROW(w.add_stack(1, f, 65), std::invalid_argument);
+  EXPECT_THROW(w.add_stack(0, f, 1), std::invalid_argument);
+  w.finish();
+  std::remove(path.c_str());
+}
+
+TEST(Sites, GroupsCountsPeakTemporariesAndLeaks) {
+  std::string path = write_stacked(true);
+  Trace t = load_trace(path);
+  Timeline tl = resolve(t);
+  Symbolizer none(std::vector<Module>{});  // no files: frames read module+offset
+  SiteTable st = top_sites(t, tl, none, {SiteKey::kSite, 1, SiteSort::kCalls});
+  // Stacks 1 and 2 share their innermost frame: one site at depth 1.
+  ASSERT_EQ(st.rows.size(), 2u);
+  const SiteRow& r = st.rows[0];
+  EXPECT_EQ(r.calls, 110u);
+  EXPECT_EQ(r.bytes, 100u * 16 + 10u * 64);
+  EXPECT_EQ(r.temporary, 100u);
+  EXPECT_EQ(r.leaked_blocks, 10u);
+  EXPECT_EQ(r.leaked_bytes, 640u);
+  EXPECT_EQ(r.peak_bytes, 640u);  // the peak: the 64-byte blocks and the 32-byte one
+  EXPECT_EQ(r.peak_blocks, 10u);
+  EXPECT_EQ(r.common_sizes.front(), std::make_pair(uint64_t{16}, uint64_t{100}));
+  EXPECT_EQ(r.name, "?+0x40100f");  // no module map entry is loaded: address - 1
+  EXPECT_EQ(st.rows[1].peak_bytes, 32u);
+  EXPECT_EQ(st.rows[1].temporary, 0u);
+  EXPECT_EQ(st.peak_bytes, tl.peak_live_bytes);
+  // Two frames tell stacks 1 and 2 apart; sorted by bytes, stack 1 (1600 B) leads.
+  st = top_sites(t, tl, none, {SiteKey::kSite, 2, SiteSort::kBytes});
+  ASSERT_EQ(st.rows.size(), 3u);
+  EXPECT_EQ(st.rows[0].bytes, 1600u);
+  EXPECT_EQ(st.rows[0].frames.size(), 2u);
+  // With the module map (its files are not on this machine): the object's name and offset.
+  Symbolizer mapped(t.modules);
+  st = top_sites(t, tl, mapped, {SiteKey::kModule, 1, SiteSort::kCalls});
+  ASSERT_EQ(st.rows.size(), 2u);
+  EXPECT_EQ(st.rows[0].name, "app");
+  EXPECT_EQ(st.rows[1].name, "libx.so");
+  EXPECT_EQ(top_sites(t, tl, mapped, {}).rows[1].name, "libx.so+0x1fff");
+  std::remove(path.c_str());
+}
+
+TEST(Sites, AJournalWithoutStacksIsAClearError) {
+  std::string path = write_sample(false);
+  Trace t = load_trace(path);
+  Timeline tl = resolve(t);
+  Symbolizer none(std::vector<Module>{});
+  try {
+    top_sites(t, tl, none, {});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--stack"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());
 }

@@ -15,8 +15,8 @@ Event ev(Op op, uint64_t t, uint64_t a, uint64_t b, uint64_t result, uint32_t du
 
 Trace two_threads(std::vector<Event> t1, std::vector<Event> t2) {
   Trace t;
-  t.threads.push_back({1, 11, std::move(t1)});
-  t.threads.push_back({2, 12, std::move(t2)});
+  t.threads.push_back({1, 11, std::move(t1), {}});
+  t.threads.push_back({2, 12, std::move(t2), {}});
   t.events = t.threads[0].events.size() + t.threads[1].events.size();
   return t;
 }

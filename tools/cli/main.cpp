@@ -20,6 +20,7 @@
 #include "trace/convert.hpp"
 #include "trace/json.hpp"
 #include "trace/paths.hpp"
+#include "trace/sites.hpp"
 #include "trace/stats.hpp"
 
 namespace {
@@ -28,10 +29,14 @@ using namespace ak;
 
 const char* kUsage =
     "usage: allockit COMMAND [ARGS]   (allockit --version: the version)\n"
-    "  record [-o FILE] [--follow-forks] -- CMD [ARGS...]   journal every allocation of CMD\n"
+    "  record [-o FILE] [--follow-forks] [--stack N] [--unwind libunwind|fp] -- CMD [ARGS...]\n"
+    "                                                        journal every allocation of CMD,\n"
+    "                                                        with N call-stack frames (default 8)\n"
     "  import --format text|valgrind|heaptrack IN -o OUT    convert a trace to a journal\n"
     "  export --format text IN -o OUT                        write a journal as text\n"
     "  stats FILE [--json]                                   counts, sizes, lifetimes, leaks\n"
+    "  top FILE [--by site|function|module] [--stack-depth K] [--sort COLUMN] [-n N] [--json]\n"
+    "         [--debug-dir DIR]                              the heaviest call sites\n"
     "  replay FILE --allocator NAME|PATH.so [--speed 1|10|max] [--touch none|page|full]\n"
     "         [--repeat N] [--out DIR]                       replay against one allocator\n"
     "  compare FILE [--allocators LIST|all] [same options]   replay against several, side by side\n"
@@ -249,6 +254,67 @@ int cmd_report(const Args& a) {
                            "); install it: sudo apt-get install python3 python3-numpy");
 }
 
+int parse_stack_depth(const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || n < 0 || n > 64)
+    throw UsageError("record: --stack takes a frame count from 0 to 64, not '" + v + "'");
+  return static_cast<int>(n);
+}
+
+uint64_t parse_count(const std::string& what, const std::string& v, uint64_t lo, uint64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || v[0] == '-' || *end || errno || n < lo || n > hi)
+    throw UsageError(what + " takes a number from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", not '" + v + "'");
+  return n;
+}
+
+int cmd_top(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("top takes one journal");
+  trace::SiteOptions o;
+  const std::string by = a.get("--by", "site");
+  if (by == "site")
+    o.by = trace::SiteKey::kSite;
+  else if (by == "function")
+    o.by = trace::SiteKey::kFunction;
+  else if (by == "module")
+    o.by = trace::SiteKey::kModule;
+  else
+    throw UsageError("--by takes site, function or module, not '" + by + "'");
+  o.depth = static_cast<uint32_t>(parse_count("--stack-depth", a.get("--stack-depth", "1"), 1, 64));
+  const std::string sort = a.get("--sort", "calls");
+  const std::pair<const char*, trace::SiteSort> sorts[] = {
+      {"calls", trace::SiteSort::kCalls},   {"bytes", trace::SiteSort::kBytes},
+      {"peak", trace::SiteSort::kPeak},     {"temporary", trace::SiteSort::kTemporary},
+      {"leaked", trace::SiteSort::kLeaked}, {"lifetime", trace::SiteSort::kLifetime}};
+  bool known = false;
+  for (const auto& [name, s] : sorts)
+    if (sort == name) o.sort = s, known = true;
+  if (!known)
+    throw UsageError("--sort takes calls, bytes, peak, temporary, leaked or lifetime, not '" +
+                     sort + "'");
+  const size_t rows = parse_count("-n", a.get("-n", "20"), 1, UINT32_MAX);
+  std::vector<std::string> dirs;
+  for (const auto& [k, v] : a.opts)
+    if (k == "--debug-dir") dirs.push_back(v);
+  trace::JournalReader reader(a.pos[0]);
+  const trace::Trace t = trace::load_trace(reader);
+  const trace::Timeline tl = trace::resolve(t);
+  trace::Symbolizer sym(t.modules, dirs);
+  const trace::SiteTable table = trace::top_sites(t, tl, sym, o);
+  const std::string out =
+      a.has("--json") ? trace::sites_json(table, rows) : trace::sites_text(table, rows, o);
+  std::fputs(out.c_str(), stdout);
+  if (t.truncated_at >= 0)
+    std::fprintf(stderr, "allockit: warning: journal truncated at offset %lld; shown up to there\n",
+                 static_cast<long long>(t.truncated_at));
+  return 0;
+}
+
 int cmd_record(int argc, char** argv) {
   cli::RecordOptions o;
   int i = 2;
@@ -262,7 +328,13 @@ int cmd_record(int argc, char** argv) {
       o.out = argv[++i];
     else if (s == "--follow-forks")
       o.follow_forks = true;
-    else
+    else if (s == "--stack" && i + 1 < argc)
+      o.stack_depth = parse_stack_depth(argv[++i]);
+    else if (s == "--unwind" && i + 1 < argc) {
+      o.unwind = argv[++i];
+      if (o.unwind != "libunwind" && o.unwind != "fp")
+        throw UsageError("record: --unwind takes libunwind or fp, not '" + o.unwind + "'");
+    } else
       throw UsageError("record: unknown option " + s + " (the command goes after --)");
   }
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
@@ -286,6 +358,9 @@ int main(int argc, char** argv) {
                                                     "--touch",     "--repeat",     "--out"};
     if (cmd == "record") return cmd_record(argc, argv);
     if (cmd == "stats") return cmd_stats(parse(argc, argv, 2, {}, {"--json"}));
+    if (cmd == "top")
+      return cmd_top(parse(argc, argv, 2, {"--by", "--stack-depth", "--sort", "-n", "--debug-dir"},
+                           {"--json"}));
     if (cmd == "import") return cmd_import(parse(argc, argv, 2, {"--format", "-o"}, {}));
     if (cmd == "export") return cmd_export(parse(argc, argv, 2, {"--format", "-o"}, {}));
     if (cmd == "replay") return cmd_replay(parse(argc, argv, 2, replay_valued, {}));

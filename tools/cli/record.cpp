@@ -104,6 +104,8 @@ int record(const RecordOptions& opt) {
     setenv("ALLOCKIT_RECORD_OUT", out.c_str(), 1);
     setenv("ALLOCKIT_RECORD_PID", std::to_string(getpid()).c_str(), 1);
     setenv("ALLOCKIT_RECORD_FOLLOW_FORKS", opt.follow_forks ? "1" : "0", 1);
+    setenv("ALLOCKIT_RECORD_STACK", std::to_string(opt.stack_depth).c_str(), 1);
+    setenv("ALLOCKIT_RECORD_UNWIND", opt.unwind.c_str(), 1);
     std::vector<char*> argv;
     for (const auto& a : opt.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

@@ -5,9 +5,14 @@
 
 namespace ak::cli {
 
+// Frames recorded per allocation when --stack is not given (docs/trace-lab.md says why).
+constexpr int kDefaultStackDepth = 8;
+
 struct RecordOptions {
   std::string out = "allockit.akj";
   bool follow_forks = false;
+  int stack_depth = kDefaultStackDepth;  // 0..64 return addresses per allocation
+  std::string unwind = "libunwind";      // or "fp": frame pointers
   std::vector<std::string> command;
 };
 

@@ -1,4 +1,4 @@
-// Journal format v1, the byte level: file header, block header and the event codec.
+// Journal format v2 (reads v1), the byte level: file header, block header and the event codec.
 // Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
 // The layout is specified in docs/journal-format.md; change both together.
 #pragma once
@@ -15,7 +15,8 @@
 namespace ak::trace {
 
 inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;     // what writers write
+inline constexpr uint32_t kMinVersion = 1;  // the oldest readers read: v1 has no stack ids
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
 inline constexpr uint32_t kCodecZstd = 1;
@@ -25,11 +26,24 @@ inline constexpr uint32_t kCodecClock = 2;
 // An RSS block: no events; its payload is event_count RssRecord samples of the recording
 // process's memory (times are TSC ticks when kTicksFlag is set, else ns). Thread 0.
 inline constexpr uint32_t kCodecRss = 3;
+// A stack block (v2): no events; event_count call stacks, each `id, depth, frames` as varints
+// (the first frame whole, the others zigzag deltas from the previous one). Thread 0.
+inline constexpr uint32_t kCodecStacks = 4;
+// A module block (v2): no events; a snapshot of the objects loaded at base_time_ns (ticks when
+// kTicksFlag is set), event_count entries `start, end, bias, build-id length, build-id, path
+// length, path`. Thread 0.
+inline constexpr uint32_t kCodecModules = 5;
+inline constexpr uint32_t kLastCodec = kCodecModules;
 inline constexpr uint32_t kCodecMask = 0xff;
 // Flag on an event block: its times and durations are TSC ticks, converted to ns by readers
 // through the journal's clock blocks (what the recorder writes).
 inline constexpr uint32_t kTicksFlag = 0x100;
-inline constexpr size_t kMaxEventBytes = 80;        // op byte + up to seven 10-byte varints
+inline constexpr size_t kMaxEventBytes = 80;  // op byte + up to seven 10-byte varints + stack id
+// Set on an event's op byte (v2): a varint stack id (kCodecStacks) follows the event's fields.
+inline constexpr uint8_t kStackFlag = 0x80;
+inline constexpr uint32_t kMaxStackDepth = 64;
+inline constexpr uint32_t kMaxBuildIdBytes = 64;
+inline constexpr uint32_t kMaxModulePath = 4096;
 inline constexpr uint32_t kMaxBlockRaw = 1u << 24;  // readers reject larger blocks
 inline constexpr uint32_t kMaxMetaBytes = 1u << 16;
 
@@ -155,12 +169,13 @@ struct CodecState {
 // recorder's encoders are straight-line code. Cost: ~6-10 bytes.
 [[gnu::always_inline]] inline uint8_t* encode_call(CodecState& s, uint8_t* out, Op op,
                                                    uint64_t time, uint64_t a, uint64_t b,
-                                                   uint64_t c, uint64_t result, uint32_t duration) {
+                                                   uint64_t c, uint64_t result, uint32_t duration,
+                                                   uint32_t stack = 0) {
   auto ptr = [&](uint64_t p) {
     out = put_varint(out, zigzag(static_cast<int64_t>(p - s.ptr)));
     s.ptr = p;
   };
-  *out++ = static_cast<uint8_t>(op);
+  *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (stack ? kStackFlag : 0));
   out = put_varint(out, zigzag(static_cast<int64_t>(time - s.time_ns)));
   s.time_ns = time;
   switch (op) {
@@ -200,15 +215,18 @@ struct CodecState {
       out = put_varint(out, duration);
       break;
   }
+  if (stack) out = put_varint(out, stack);
   return out;
 }
 
-inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out) {
-  return encode_call(s, out, e.op, e.time_ns, e.a, e.b, e.c, e.result, e.duration_ns);
+inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out, uint32_t stack = 0) {
+  return encode_call(s, out, e.op, e.time_ns, e.a, e.b, e.c, e.result, e.duration_ns, stack);
 }
 
-// Decodes one event; false on a malformed or truncated event (p is then unspecified).
-inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, Event& e) {
+// Decodes one event and its stack id (0: none; only v2 journals, `stacks`, may carry one); false
+// on a malformed or truncated event (p is then unspecified).
+inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, Event& e,
+                         uint32_t* stack = nullptr) {
   uint64_t v;
   auto ptr = [&](uint64_t& dst) {
     if (!get_varint(p, end, v)) return false;
@@ -217,9 +235,11 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
     return true;
   };
   auto num = [&](uint64_t& dst) { return get_varint(p, end, dst); };
-  if (p == end || *p >= kOpCount) return false;
+  if (p == end) return false;
+  const bool has_stack = *p & kStackFlag;
+  if ((*p & ~kStackFlag) >= kOpCount || (has_stack && !stack)) return false;
   e = Event{};
-  e.op = static_cast<Op>(*p++);
+  e.op = static_cast<Op>(*p++ & ~kStackFlag);
   if (!get_varint(p, end, v)) return false;
   s.time_ns += static_cast<uint64_t>(unzigzag(v));
   e.time_ns = s.time_ns;
@@ -251,6 +271,85 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   }
   if (!ok || dur > UINT32_MAX) return false;
   e.duration_ns = static_cast<uint32_t>(dur);
+  if (stack) {
+    uint64_t id = 0;
+    if (has_stack && (!get_varint(p, end, id) || id == 0 || id > UINT32_MAX)) return false;
+    *stack = static_cast<uint32_t>(id);
+  }
+  return true;
+}
+
+// ---- stacks and modules (v2) --------------------------------------------------------------------
+// Encodes one stack of `depth` (1..kMaxStackDepth) return addresses, innermost first. At most
+// 11 + 10 * depth bytes.
+inline uint8_t* encode_stack(uint8_t* out, uint32_t id, const uint64_t* frames, uint32_t depth) {
+  out = put_varint(out, id);
+  out = put_varint(out, depth);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < depth; ++i) {
+    out = put_varint(out, i == 0 ? frames[0] : zigzag(static_cast<int64_t>(frames[i] - prev)));
+    prev = frames[i];
+  }
+  return out;
+}
+
+// Decodes one stack into `frames` (room for kMaxStackDepth); false when malformed.
+inline bool decode_stack(const uint8_t*& p, const uint8_t* end, uint32_t& id, uint64_t* frames,
+                         uint32_t& depth) {
+  uint64_t v, n;
+  if (!get_varint(p, end, v) || v == 0 || v > UINT32_MAX || !get_varint(p, end, n) || n == 0 ||
+      n > kMaxStackDepth)
+    return false;
+  id = static_cast<uint32_t>(v);
+  depth = static_cast<uint32_t>(n);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < depth; ++i) {
+    if (!get_varint(p, end, v)) return false;
+    frames[i] = i == 0 ? v : prev + static_cast<uint64_t>(unzigzag(v));
+    prev = frames[i];
+  }
+  return true;
+}
+
+// One loaded object, as a module block holds it: the address range of its loadable segments,
+// the load bias (file virtual address + bias = run-time address), its GNU build-id and path.
+struct ModuleFields {
+  uint64_t start = 0, end = 0, bias = 0;
+  const uint8_t* build_id = nullptr;
+  uint32_t build_id_len = 0;
+  const char* path = nullptr;
+  uint32_t path_len = 0;
+};
+
+// At most 50 + kMaxBuildIdBytes + kMaxModulePath bytes.
+inline uint8_t* encode_module(uint8_t* out, const ModuleFields& m) {
+  out = put_varint(out, m.start);
+  out = put_varint(out, m.end);
+  out = put_varint(out, m.bias);
+  out = put_varint(out, m.build_id_len);
+  std::memcpy(out, m.build_id, m.build_id_len);
+  out += m.build_id_len;
+  out = put_varint(out, m.path_len);
+  std::memcpy(out, m.path, m.path_len);
+  return out + m.path_len;
+}
+
+// Decodes one module entry; build_id and path point into the payload. False when malformed.
+inline bool decode_module(const uint8_t*& p, const uint8_t* end, ModuleFields& m) {
+  uint64_t id_len, path_len;
+  if (!get_varint(p, end, m.start) || !get_varint(p, end, m.end) || !get_varint(p, end, m.bias) ||
+      m.end < m.start || !get_varint(p, end, id_len) || id_len > kMaxBuildIdBytes ||
+      static_cast<uint64_t>(end - p) < id_len)
+    return false;
+  m.build_id = p;
+  m.build_id_len = static_cast<uint32_t>(id_len);
+  p += id_len;
+  if (!get_varint(p, end, path_len) || path_len > kMaxModulePath ||
+      static_cast<uint64_t>(end - p) < path_len)
+    return false;
+  m.path = reinterpret_cast<const char*>(p);
+  m.path_len = static_cast<uint32_t>(path_len);
+  p += path_len;
   return true;
 }
 

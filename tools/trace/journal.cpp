@@ -97,8 +97,9 @@ void JournalReader::open_header() {
   if (got < 8 || std::memcmp(h.magic, kFileMagic, 8) != 0)
     throw JournalError("not a journal: bad magic", 0);
   if (got != sizeof h) throw JournalError("truncated file header", got);
-  if (h.version != kVersion)
+  if (h.version < kMinVersion || h.version > kVersion)
     throw JournalError("unsupported journal version " + std::to_string(h.version), 8);
+  version_ = h.version;
   if (h.meta_len > kMaxMetaBytes)
     throw JournalError("metadata length " + std::to_string(h.meta_len) + " too large", 12);
   std::string meta(h.meta_len, '\0');
@@ -115,7 +116,7 @@ void JournalReader::open_header() {
     if (eq != std::string::npos) meta_.emplace_back(line.substr(0, eq), line.substr(eq + 1));
     pos = nl + 1;
   }
-  scan_clocks();
+  scan_ahead();
 }
 
 namespace {
@@ -124,21 +125,89 @@ bool plausible_rss(const BlockHeader& h) {
   return h.thread == 0 && h.event_count > 0 && h.event_count <= kMaxBlockRaw / sizeof(RssRecord) &&
          h.stored_len == h.raw_len && h.stored_len == h.event_count * sizeof(RssRecord);
 }
+// The same for stack and module blocks: raw, thread 0, every entry at least 2 bytes.
+bool plausible_table(const BlockHeader& h) {
+  return h.thread == 0 && h.event_count > 0 && h.stored_len == h.raw_len &&
+         h.raw_len <= kMaxBlockRaw && h.event_count <= h.raw_len / 2;
+}
+bool is_table(uint32_t codec) {
+  return codec == kCodecStacks || codec == kCodecModules;
+}
 }  // namespace
 
-// Reads every clock and RSS block ahead of the events (seeking over other payloads), fits ticks
-// to ns through the first and last clock block and keeps the RSS samples. Damage is left for
-// next() to report.
-void JournalReader::scan_clocks() {
+bool StackTable::add(uint32_t id, const uint64_t* frames, uint32_t depth) {
+  if (id < spans_.size() && spans_[id].second != 0) {
+    const auto have = this->frames(id);
+    return have.size() == depth && std::equal(have.begin(), have.end(), frames);
+  }
+  if (id >= spans_.size()) spans_.resize(static_cast<size_t>(id) + 1, {0, 0});
+  spans_[id] = {static_cast<uint32_t>(frames_.size()), depth};
+  frames_.insert(frames_.end(), frames, frames + depth);
+  return true;
+}
+
+void JournalReader::read_stacks(const BlockHeader& h, const std::vector<uint8_t>& payload,
+                                uint64_t at) {
+  const uint8_t* p = payload.data();
+  const uint8_t* end = p + payload.size();
+  uint64_t frames[kMaxStackDepth];
+  for (uint32_t i = 0; i < h.event_count; ++i) {
+    uint32_t id, depth;
+    if (!decode_stack(p, end, id, frames, depth))
+      throw JournalError("malformed stack " + std::to_string(i) + " in stack block", at);
+    if (!stacks_.add(id, frames, depth))
+      throw JournalError("stack " + std::to_string(id) + " defined twice, differently", at);
+  }
+  if (p != end) throw JournalError("stack block has bytes after its last stack", at);
+}
+
+void JournalReader::read_modules(const BlockHeader& h, const std::vector<uint8_t>& payload,
+                                 uint64_t at) {
+  const uint8_t* p = payload.data();
+  const uint8_t* end = p + payload.size();
+  for (uint32_t i = 0; i < h.event_count; ++i) {
+    ModuleFields f;
+    if (!decode_module(p, end, f))
+      throw JournalError("malformed module " + std::to_string(i) + " in module block", at);
+    // Times are placed once the clock is known (scan_ahead); ticks kept here until then.
+    modules_.push_back({h.base_time_ns, f.start, f.end, f.bias,
+                        std::string(reinterpret_cast<const char*>(f.build_id), f.build_id_len),
+                        std::string(f.path, f.path_len)});
+  }
+  if (p != end) throw JournalError("module block has bytes after its last module", at);
+}
+
+// Reads every clock, RSS, stack and module block ahead of the events (seeking over other
+// payloads), fits ticks to ns through the first and last clock block and keeps the samples, the
+// stacks and the module snapshots. A stack or module block that checks out but does not decode
+// throws; other damage is left for next() to report.
+void JournalReader::scan_ahead() {
   long start = std::ftell(f_);
   uint64_t first_tsc = 0, first_ns = 0, last_tsc = 0, last_ns = 0;
   std::vector<std::pair<uint32_t, RssRecord>> rss;  // with each block's codec
   std::vector<RssRecord> batch;
+  std::vector<uint8_t> table;
+  std::vector<bool> module_ticks;  // per snapshot entry: its time is TSC ticks
   BlockHeader h;
+  uint64_t at = static_cast<uint64_t>(start);
   while (std::fread(&h, sizeof h, 1, f_) == 1 && std::memcmp(h.magic, kBlockMagic, 4) == 0 &&
          h.stored_len <= kMaxBlockRaw) {
+    const uint64_t block_at = at;
+    at += sizeof h + h.stored_len;
     const uint32_t codec = h.codec & kCodecMask;
-    if (codec == kCodecClock && h.stored_len == 16) {
+    if (is_table(codec) && plausible_table(h) && version_ >= 2) {
+      table.resize(h.stored_len);
+      if (std::fread(table.data(), h.stored_len, 1, f_) != 1) break;
+      if (block_crc(h, table.data(), h.stored_len) != h.crc) continue;
+      if (codec == kCodecStacks) {
+        read_stacks(h, table, block_at);
+      } else {
+        const size_t before = modules_.size();
+        read_modules(h, table, block_at);
+        module_ticks.resize(modules_.size(), false);
+        for (size_t i = before; i < modules_.size(); ++i) module_ticks[i] = h.codec & kTicksFlag;
+      }
+    } else if (codec == kCodecClock && h.stored_len == 16) {
       uint64_t pt[2];
       if (std::fread(pt, 16, 1, f_) != 1) break;
       if (block_crc(h, pt, 16) != h.crc) continue;
@@ -168,6 +237,11 @@ void JournalReader::scan_clocks() {
   }
   std::stable_sort(rss_.begin(), rss_.end(),
                    [](const RssSample& x, const RssSample& y) { return x.time_ns < y.time_ns; });
+  for (size_t i = 0; i < modules_.size(); ++i)
+    if (module_ticks[i])
+      modules_[i].time_ns = clock_points_ >= 2 ? ticks_to_ns(modules_[i].time_ns) : 0;
+  std::stable_sort(modules_.begin(), modules_.end(),
+                   [](const Module& x, const Module& y) { return x.time_ns < y.time_ns; });
   std::clearerr(f_);
   std::fseek(f_, start, SEEK_SET);
 }
@@ -193,10 +267,14 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
     }
     if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", start);
     uint32_t codec = h.codec & kCodecMask;
-    if (codec > kCodecRss || (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
+    if (codec > kLastCodec || (is_table(codec) && version_ < 2) ||
+        (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
       throw JournalError("unknown block codec " + std::to_string(h.codec), start);
     if (codec == kCodecRss) {
       if (!plausible_rss(h)) throw JournalError("implausible RSS block header", start);
+    } else if (is_table(codec)) {
+      if (!plausible_table(h))
+        throw JournalError("implausible stack or module block header", start);
     } else if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw ||
                (codec != kCodecZstd && h.stored_len != h.raw_len) ||
                (codec == kCodecClock ? h.stored_len != 16 || h.event_count != 0 : h.thread == 0) ||
@@ -210,7 +288,7 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
     }
     if (block_crc(h, stored_.data(), h.stored_len) != h.crc)
       throw JournalError("block checksum mismatch", start);
-    if (codec != kCodecClock && codec != kCodecRss) return true;
+    if (codec == kCodecRaw || codec == kCodecZstd) return true;
   }
 }
 
@@ -243,11 +321,14 @@ bool JournalReader::next(Block& b) {
   b.thread = h.thread;
   b.os_tid = h.os_tid;
   b.events.resize(h.event_count);
+  b.stacks.resize(h.event_count);
   CodecState s{h.base_time_ns, 0};
+  uint32_t* stacks = version_ >= 2 ? b.stacks.data() : nullptr;
   for (uint32_t i = 0; i < h.event_count; ++i)
-    if (!decode_event(p, end, s, b.events[i]))
+    if (!decode_event(p, end, s, b.events[i], stacks ? stacks + i : nullptr))
       throw JournalError("malformed event " + std::to_string(i) + " in block", start);
   if (p != end) throw JournalError("block has bytes after its last event", start);
+  if (!stacks) std::fill(b.stacks.begin(), b.stacks.end(), 0u);
   if (ticks)
     for (Event& e : b.events) {
       e.time_ns = ticks_to_ns(e.time_ns);
@@ -294,7 +375,7 @@ void JournalWriter::put(const void* data, size_t n) {
   bytes_ += n;
 }
 
-void JournalWriter::add(uint32_t thread, uint32_t os_tid, const Event& e) {
+void JournalWriter::add(uint32_t thread, uint32_t os_tid, const Event& e, uint32_t stack) {
   auto [it, fresh] = pending_.try_emplace(thread);
   Pending& p = it->second;
   if (fresh) order_.push_back(thread);
@@ -305,7 +386,7 @@ void JournalWriter::add(uint32_t thread, uint32_t os_tid, const Event& e) {
   }
   if (p.raw.size() < p.len + kMaxEventBytes)
     p.raw.resize(std::max<size_t>(2 * p.raw.size(), 1u << 16));
-  uint8_t* end = encode_event(e, p.state, p.raw.data() + p.len);
+  uint8_t* end = encode_event(e, p.state, p.raw.data() + p.len, stack);
   p.len = static_cast<size_t>(end - p.raw.data());
   ++p.count;
   ++events_;
@@ -333,17 +414,70 @@ void JournalWriter::flush(uint32_t thread, Pending& p) {
       h.codec = kCodecZstd;
     }
   }
-  h.stored_len = static_cast<uint32_t>(payload_len);
-  h.crc = block_crc(h, payload, payload_len);
-  put(&h, sizeof h);
-  put(payload, payload_len);
+  put_block(h, payload, payload_len);
   p.len = 0;
   p.count = 0;
+}
+
+void JournalWriter::put_block(BlockHeader h, const uint8_t* payload, size_t len) {
+  h.stored_len = static_cast<uint32_t>(len);
+  h.crc = block_crc(h, payload, len);
+  put(&h, sizeof h);
+  put(payload, len);
+}
+
+void JournalWriter::add_stack(uint32_t id, const uint64_t* frames, uint32_t depth) {
+  if (id == 0 || depth == 0 || depth > kMaxStackDepth)
+    throw std::invalid_argument("stack " + std::to_string(id) + ": depth " + std::to_string(depth) +
+                                " out of 1.." + std::to_string(kMaxStackDepth));
+  const size_t at = stack_buf_.size();
+  stack_buf_.resize(at + 11 + 10 * depth);
+  uint8_t* end = encode_stack(stack_buf_.data() + at, id, frames, depth);
+  stack_buf_.resize(static_cast<size_t>(end - stack_buf_.data()));
+  ++stack_count_;
+  if (stack_buf_.size() >= (1u << 20)) flush_stacks();
+}
+
+void JournalWriter::flush_stacks() {
+  if (stack_count_ == 0) return;
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecStacks;
+  h.raw_len = static_cast<uint32_t>(stack_buf_.size());
+  h.event_count = stack_count_;
+  put_block(h, stack_buf_.data(), stack_buf_.size());
+  stack_buf_.clear();
+  stack_count_ = 0;
+}
+
+void JournalWriter::add_modules(uint64_t time_ns, const std::vector<Module>& modules) {
+  std::vector<uint8_t> buf;
+  for (const Module& m : modules) {
+    ModuleFields f{m.start,
+                   m.end,
+                   m.bias,
+                   reinterpret_cast<const uint8_t*>(m.build_id.data()),
+                   static_cast<uint32_t>(std::min<size_t>(m.build_id.size(), kMaxBuildIdBytes)),
+                   m.path.data(),
+                   static_cast<uint32_t>(std::min<size_t>(m.path.size(), kMaxModulePath))};
+    const size_t at = buf.size();
+    buf.resize(at + 50 + f.build_id_len + f.path_len);
+    buf.resize(static_cast<size_t>(encode_module(buf.data() + at, f) - buf.data()));
+  }
+  if (modules.empty()) return;
+  BlockHeader h{};
+  std::memcpy(h.magic, kBlockMagic, 4);
+  h.codec = kCodecModules;
+  h.raw_len = static_cast<uint32_t>(buf.size());
+  h.event_count = static_cast<uint32_t>(modules.size());
+  h.base_time_ns = time_ns;
+  put_block(h, buf.data(), buf.size());
 }
 
 void JournalWriter::finish() {
   if (!f_) return;
   for (uint32_t t : order_) flush(t, pending_[t]);
+  flush_stacks();
   FILE* f = f_;
   f_ = nullptr;
   if (std::fclose(f) != 0) throw std::runtime_error(path_ + ": close failed");

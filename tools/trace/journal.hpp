@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -36,10 +37,38 @@ struct RssSample {
   uint64_t recorder_bytes = 0;  // of anon_bytes, the recorder's own buffers
 };
 
+// The call stacks of a v2 journal (stack blocks): return addresses, innermost first, by id.
+class StackTable {
+ public:
+  // Defines stack `id` (>= 1); false if it is already defined differently.
+  bool add(uint32_t id, const uint64_t* frames, uint32_t depth);
+  // The frames of stack `id`; empty for 0 or an id the journal does not define.
+  std::span<const uint64_t> frames(uint32_t id) const {
+    if (id >= spans_.size()) return {};
+    return {frames_.data() + spans_[id].first, spans_[id].second};
+  }
+  uint32_t ids() const { return spans_.empty() ? 0 : static_cast<uint32_t>(spans_.size() - 1); }
+  bool empty() const { return frames_.empty(); }
+
+ private:
+  std::vector<uint64_t> frames_;
+  std::vector<std::pair<uint32_t, uint32_t>> spans_;  // by id: offset into frames_, depth
+};
+
+// An object loaded in the recorded process, from a module block: where its loadable segments
+// were mapped, its load bias, GNU build-id (raw bytes) and path, and when the snapshot that saw
+// it was taken.
+struct Module {
+  uint64_t time_ns = 0;
+  uint64_t start = 0, end = 0, bias = 0;
+  std::string build_id, path;
+};
+
 struct Block {
   uint64_t offset = 0;  // of the block header in the file
   uint32_t thread = 0, os_tid = 0;
   std::vector<Event> events;
+  std::vector<uint32_t> stacks;  // parallel to events: each allocation's stack id, 0 for none
 };
 
 class JournalReader {
@@ -54,6 +83,11 @@ class JournalReader {
   JournalReader& operator=(const JournalReader&) = delete;
 
   const Meta& meta() const { return meta_; }
+  uint32_t version() const { return version_; }
+  // Call stacks and module snapshots (v2, read ahead at open); empty when recorded without
+  // stacks. Module snapshots come in time order.
+  const StackTable& stacks() const { return stacks_; }
+  const std::vector<Module>& modules() const { return modules_; }
   // The recorded process's memory samples in time order (read ahead at open); empty when the
   // journal has none (imports, journals of older recorders).
   const std::vector<RssSample>& rss() const { return rss_; }
@@ -69,7 +103,9 @@ class JournalReader {
  private:
   explicit JournalReader(FILE* f);
   void open_header();
-  void scan_clocks();
+  void scan_ahead();
+  void read_stacks(const BlockHeader& h, const std::vector<uint8_t>& payload, uint64_t at);
+  void read_modules(const BlockHeader& h, const std::vector<uint8_t>& payload, uint64_t at);
   bool read_block(BlockHeader& h, uint64_t& start);
   size_t read(void* dst, size_t n);
   uint64_t ticks_to_ns(uint64_t ticks) const;
@@ -78,6 +114,7 @@ class JournalReader {
   uint64_t offset_ = 0;
   int64_t truncated_at_ = -1;
   Meta meta_;
+  uint32_t version_ = 0;
   std::vector<uint8_t> stored_, raw_;
   // TSC-to-ns fit from the first and last clock blocks (journals straight from the recorder).
   uint64_t clock_tsc0_ = 0, clock_ns0_ = 0;
@@ -85,6 +122,8 @@ class JournalReader {
   __extension__ unsigned __int128 ns_per_tick_q32_ = 0;  // the same rate, 32 fraction bits
   int clock_points_ = 0;
   std::vector<RssSample> rss_;
+  StackTable stacks_;
+  std::vector<Module> modules_;
 };
 
 class JournalWriter {
@@ -96,7 +135,12 @@ class JournalWriter {
   JournalWriter& operator=(const JournalWriter&) = delete;
 
   // Appends an event of thread `thread` (>= 1); a thread's events must come in its call order.
-  void add(uint32_t thread, uint32_t os_tid, const Event& e);
+  // `stack` is the allocation's stack id (add_stack), 0 for none.
+  void add(uint32_t thread, uint32_t os_tid, const Event& e, uint32_t stack = 0);
+  // Defines stack `id` (>= 1): `depth` (1..kMaxStackDepth) return addresses, innermost first.
+  void add_stack(uint32_t id, const uint64_t* frames, uint32_t depth);
+  // Writes a module snapshot taken at `time_ns`.
+  void add_modules(uint64_t time_ns, const std::vector<Module>& modules);
   // Writes all buffered blocks and closes the file. Throws std::runtime_error on an I/O error.
   void finish();
   uint64_t events() const { return events_; }
@@ -111,6 +155,8 @@ class JournalWriter {
     size_t len = 0;
   };
   void flush(uint32_t thread, Pending& p);
+  void flush_stacks();
+  void put_block(BlockHeader h, const uint8_t* payload, size_t len);
   void put(const void* data, size_t n);
 
   std::string path_;
@@ -120,6 +166,8 @@ class JournalWriter {
   std::unordered_map<uint32_t, Pending> pending_;
   std::vector<uint8_t> packed_;  // compression scratch
   std::vector<uint32_t> order_;  // threads in first-seen order, for deterministic output
+  std::vector<uint8_t> stack_buf_;
+  uint32_t stack_count_ = 0;
 };
 
 }  // namespace ak::trace

@@ -3,8 +3,9 @@
 // appends to its own buffer under an uncontended per-buffer flag, so there is no global lock on
 // the hot path; a buffer is written as one self-contained block with one write(2) on an O_APPEND
 // file, so the journal up to the last flush stays readable whatever happens to the process.
-// Configured by `allockit record` through ALLOCKIT_RECORD_OUT, ALLOCKIT_RECORD_PID and
-// ALLOCKIT_RECORD_FOLLOW_FORKS (docs/journal-format.md).
+// Configured by `allockit record` through ALLOCKIT_RECORD_OUT, ALLOCKIT_RECORD_PID,
+// ALLOCKIT_RECORD_FOLLOW_FORKS, ALLOCKIT_RECORD_STACK (frames per allocation) and
+// ALLOCKIT_RECORD_UNWIND (libunwind or fp) (docs/journal-format.md).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
@@ -229,6 +230,7 @@ void after_fork_child() {
     l->owned.store(l == tl_log ? 1 : 0);
   }
   rss_after_fork_child();
+  stacks_after_fork_child();
   if (g_fd >= 0) close(g_fd);
   g_fd = g_follow_forks ? open_journal(false) : -1;
   g_next_thread.store(2);
@@ -252,6 +254,10 @@ __attribute__((constructor)) void recorder_init() {
       pthread_key_create(&g_key, thread_exit);
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();
+      const char* depth = getenv("ALLOCKIT_RECORD_STACK");
+      const char* unwinder = getenv("ALLOCKIT_RECORD_UNWIND");
+      setup_stacks(depth ? static_cast<uint32_t>(strtoul(depth, nullptr, 10)) : 0,
+                   unwinder && strcmp(unwinder, "fp") == 0);
       start_rss_sampler();
     }
   }
@@ -306,7 +312,8 @@ AK_EXPORT void* malloc(size_t n) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.malloc(n); });
   if (rec) {
-    record(Op::kMalloc, return_ticks(), n, 0, 0, p);
+    const uint64_t t = return_ticks();
+    record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
   }
   return p;
 }
@@ -322,7 +329,8 @@ AK_EXPORT void* calloc(size_t n, size_t size) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.calloc(n, size); });
   if (rec) {
-    record(Op::kCalloc, return_ticks(), n, size, 0, p);
+    const uint64_t t = return_ticks();
+    record(Op::kCalloc, t, n, size, 0, p, 0, call_stack());
   }
   return p;
 }
@@ -352,7 +360,8 @@ AK_EXPORT void* realloc(void* old, size_t n) {
   uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.realloc(old, n); });
   uint64_t t1 = return_ticks();
-  record(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p, clamp32(t1 - t0));
+  record(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p, clamp32(t1 - t0),
+         call_stack());
   return p;
 }
 
@@ -362,7 +371,8 @@ AK_EXPORT void* reallocarray(void* old, size_t n, size_t size) {
   uint64_t t0 = entry_ticks();
   void* p = real_call([&] { return g_real.reallocarray(old, n, size); });
   uint64_t t1 = return_ticks();
-  record(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p, clamp32(t1 - t0));
+  record(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p, clamp32(t1 - t0),
+         call_stack());
   return p;
 }
 
@@ -371,20 +381,22 @@ AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
   if (rec) {
-    record(Op::kPosixMemalign, return_ticks(), align, n, static_cast<uint64_t>(rc),
-           rc == 0 ? *out : nullptr);
+    const uint64_t t = return_ticks();
+    record(Op::kPosixMemalign, t, align, n, static_cast<uint64_t>(rc), rc == 0 ? *out : nullptr, 0,
+           call_stack());
   }
   return rc;
 }
 
 // The aligned and page-aligned calls share one shape: run the real call, then record.
-#define AK_RECORD_CALL(op, a, b, call)       \
-  ensure_real();                             \
-  bool rec = recording();                    \
-  void* p = real_call([&] { return call; }); \
-  if (rec) {                                 \
-    record(op, return_ticks(), a, b, 0, p);  \
-  }                                          \
+#define AK_RECORD_CALL(op, a, b, call)          \
+  ensure_real();                                \
+  bool rec = recording();                       \
+  void* p = real_call([&] { return call; });    \
+  if (rec) {                                    \
+    const uint64_t t = return_ticks();          \
+    record(op, t, a, b, 0, p, 0, call_stack()); \
+  }                                             \
   return p
 
 AK_EXPORT void* aligned_alloc(size_t align, size_t n) {

@@ -161,9 +161,10 @@ void flush_log(ThreadLog* log, bool may_pack) {
                 {const_cast<uint8_t*>(stored), stored_len}};
   write_all(g_fd, v, 2);
   if (packed) release_packer();
-  errno = saved;
   log->count = 0;
   log->len = 0;
+  flush_stacks(false);
+  errno = saved;
 }
 
 void lock(ThreadLog* log) {
@@ -264,6 +265,7 @@ void flush_all(bool take_locks) {
     flush_log(l, take_locks);  // a crash handler writes raw: zstd is no signal handler's work
     if (take_locks) unlock(l);
   }
+  flush_stacks(take_locks);
   flush_rss(take_locks);
 }
 

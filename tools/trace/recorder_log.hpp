@@ -78,6 +78,16 @@ void rss_after_fork_child();
 void flush_rss(bool final_sample);
 void count_recorder_bytes(size_t bytes);
 void flush_log(ThreadLog* log, bool may_pack);
+
+// Call stacks (recorder_stacks.cpp). setup_stacks maps the tables and writes the first module
+// snapshot (depth 0: no stacks); capture_stack returns the calling allocation's stack id (0 when
+// unknown); flush_stacks writes new definitions and a due module snapshot, waiting for the
+// writer when `wait`, else only if it is free (flushes of logs, crash handlers).
+void setup_stacks(uint32_t depth, bool frame_pointers);
+uint32_t stack_depth();
+uint32_t capture_stack();
+void flush_stacks(bool wait);
+void stacks_after_fork_child();
 void flush_all(bool take_locks);
 void setup_membarrier();
 void thread_exit(void* log);
@@ -95,7 +105,7 @@ inline ThreadLog* my_log() {
 struct Call {
   Op op;
   uint64_t time, a, b, c, result;
-  uint32_t duration;
+  uint32_t duration, stack;
 };
 
 __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
@@ -107,7 +117,7 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
   }
   uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
   uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
-                             k.duration);
+                             k.duration, k.stack);
   log->len = static_cast<size_t>(end - payload);
   ++log->count;
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
@@ -115,11 +125,18 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
     flush_from_append(log);
 }
 
+// The calling allocation's stack id when recording stacks (--stack N), else 0. Call after taking
+// the call's time stamp: the unwind is the recorder's cost, not the call's.
+inline uint32_t call_stack() {
+  return stack_depth() ? capture_stack() : 0;
+}
+
 // Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic
 // read-modify-write and no system call except when the 64 KiB buffer fills.
 [[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
-                                          const void* result, uint32_t duration = 0) {
-  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration};
+                                          const void* result, uint32_t duration = 0,
+                                          uint32_t stack = 0) {
+  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   ThreadLog* log = my_log();
   if (!log) return;
   log->busy.store(1, std::memory_order_relaxed);

@@ -11,6 +11,9 @@ Trace load_trace(JournalReader& reader) {
   Trace t;
   t.meta = reader.meta();
   t.rss = reader.rss();
+  t.stacks = reader.stacks();
+  t.modules = reader.modules();
+  const bool stacks = !t.stacks.empty();
   std::map<uint32_t, ThreadEvents> by_thread;
   Block b;
   while (reader.next(b)) {
@@ -18,6 +21,7 @@ Trace load_trace(JournalReader& reader) {
     te.thread = b.thread;
     if (te.os_tid == 0) te.os_tid = b.os_tid;
     te.events.insert(te.events.end(), b.events.begin(), b.events.end());
+    if (stacks) te.stacks.insert(te.stacks.end(), b.stacks.begin(), b.stacks.end());
     t.events += b.events.size();
   }
   t.truncated_at = reader.truncated_at();
@@ -134,7 +138,11 @@ Timeline resolve(const Trace& trace) {
     tl.slot_thread.push_back(k.thread);
     live_bytes += tl.slot_bytes.back();
     ++live_count;
-    tl.peak_live_bytes = std::max(tl.peak_live_bytes, live_bytes);
+    if (live_bytes > tl.peak_live_bytes) {
+      tl.peak_live_bytes = live_bytes;
+      tl.peak_ns = k.time;
+      tl.peak_slot = r.slot;
+    }
     tl.peak_live_count = std::max(tl.peak_live_count, live_count);
   }
   return tl;

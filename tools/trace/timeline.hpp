@@ -13,6 +13,7 @@ namespace ak::trace {
 struct ThreadEvents {
   uint32_t thread = 0, os_tid = 0;  // ordinal in the journal, OS thread id
   std::vector<Event> events;        // in the thread's call order
+  std::vector<uint32_t> stacks;     // parallel to events when the journal has stacks, else empty
 };
 
 struct Trace {
@@ -21,6 +22,8 @@ struct Trace {
   int64_t truncated_at = -1;          // offset of a cut-off final block, or -1
   uint64_t events = 0;
   std::vector<RssSample> rss;  // the recorded process's memory samples (may be empty)
+  StackTable stacks;           // call stacks (v2 journals recorded with --stack)
+  std::vector<Module> modules;
 };
 
 // Reads a whole journal. Throws JournalError on damage; a truncated tail is kept in truncated_at.
@@ -53,6 +56,10 @@ struct Timeline {
   Problems problems;
   uint64_t cross_thread_frees = 0;
   uint64_t peak_live_bytes = 0, peak_live_count = 0;
+  // When live bytes first reached their peak, and the slot whose allocation reached it: the
+  // blocks live at the peak are the slots up to peak_slot not yet released at peak_ns.
+  uint64_t peak_ns = 0;
+  uint32_t peak_slot = kNoSlot;
   uint64_t first_ns = 0, last_ns = 0;
 };
 

@@ -1,0 +1,246 @@
+// Call-site table (see sites.hpp). One pass over the resolved timeline groups every allocation by
+// its stack's key; symbols are looked up once per distinct return address.
+#include "trace/sites.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "trace/json.hpp"
+
+namespace ak::trace {
+
+namespace {
+
+struct Acc {
+  SiteRow row;
+  std::vector<uint64_t> lifetimes;
+  std::unordered_map<uint64_t, uint64_t> sizes;
+};
+
+uint64_t sort_value(const SiteRow& r, SiteSort s) {
+  switch (s) {
+    case SiteSort::kCalls:
+      return r.calls;
+    case SiteSort::kBytes:
+      return r.bytes;
+    case SiteSort::kPeak:
+      return r.peak_bytes;
+    case SiteSort::kTemporary:
+      return r.temporary;
+    case SiteSort::kLeaked:
+      return r.leaked_bytes;
+    case SiteSort::kLifetime:
+      return r.median_lifetime_ns;
+  }
+  return 0;
+}
+
+// The group name and frame labels of stack `id` under `opt`.
+std::pair<std::string, std::vector<std::string>> key_of(const Trace& trace, uint32_t id,
+                                                        Symbolizer& sym, const SiteOptions& opt) {
+  const auto frames = trace.stacks.frames(id);
+  if (frames.empty()) return {"[no stack recorded]", {}};
+  const SourceFrame& inner = sym.frames(frames[0]).front();
+  if (opt.by == SiteKey::kModule) return {inner.module.empty() ? "?" : inner.module, {}};
+  if (opt.by == SiteKey::kFunction)
+    return {inner.function.empty() ? inner.label() : inner.function, {}};
+  // Inlined library code (templates from system headers: std::vector's allocate, say) is not the
+  // program's site: leading frames from /usr/include are passed over, unless nothing else is left.
+  std::vector<const SourceFrame*> all;
+  for (uint64_t ret : frames)
+    for (const SourceFrame& f : sym.frames(ret)) all.push_back(&f);
+  size_t first = 0;
+  while (first + 1 < all.size() && all[first]->file.rfind("/usr/include/", 0) == 0) ++first;
+  std::vector<std::string> labels;
+  std::string name;
+  for (size_t i = first; i < all.size() && labels.size() < opt.depth; ++i) {
+    labels.push_back(all[i]->label());
+    name += (name.empty() ? "" : " <- ") + labels.back();
+  }
+  return {name, labels};
+}
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (10ull << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
+  else if (b >= (10ull << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1ull << 20));
+  else if (b >= (10ull << 10))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / (1ull << 10));
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+std::string human_time(uint64_t ns) {
+  char buf[32];
+  if (ns >= 1000000000ull)
+    std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
+  else if (ns >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(ns) / 1e6);
+  else if (ns >= 1000)
+    std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
+  return buf;
+}
+
+}  // namespace
+
+SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
+                    const SiteOptions& opt) {
+  if (trace.stacks.empty())
+    throw std::runtime_error(
+        "the journal has no call stacks: record it with `allockit record --stack N` (N > 0)");
+  SiteTable t;
+  std::vector<std::string> key_by_stack(trace.stacks.ids() + 1);  // memo: stack id -> group
+  std::vector<bool> keyed(trace.stacks.ids() + 1, false);
+  std::map<std::string, Acc> groups;
+  for (size_t ti = 0; ti < trace.threads.size(); ++ti) {
+    const ThreadEvents& te = trace.threads[ti];
+    const auto& res = tl.per_thread[ti];
+    uint32_t last_slot = kNoSlot;  // this thread's latest allocation, while no other followed it
+    Acc* last_acc = nullptr;
+    for (size_t i = 0; i < te.events.size(); ++i) {
+      const Resolved& r = res[i];
+      if (r.old_slot != kNoSlot && r.old_slot == last_slot && last_acc) ++last_acc->row.temporary;
+      if (r.slot == kNoSlot) continue;
+      const uint32_t id = te.stacks.empty() ? 0 : te.stacks[i];
+      const uint32_t memo = id < keyed.size() ? id : 0;
+      if (trace.stacks.frames(memo).empty()) ++t.without_stack;
+      if (!keyed[memo]) {
+        key_by_stack[memo] = key_of(trace, memo, sym, opt).first;
+        keyed[memo] = true;
+      }
+      auto [it, fresh] = groups.try_emplace(key_by_stack[memo]);
+      Acc& a = it->second;
+      if (fresh) a.row.name = it->first, a.row.frames = key_of(trace, memo, sym, opt).second;
+      const uint64_t bytes = tl.slot_bytes[r.slot];
+      ++a.row.calls;
+      a.row.bytes += bytes;
+      ++a.sizes[bytes];
+      const uint64_t died = tl.slot_died_ns[r.slot];
+      if (died == UINT64_MAX) {
+        ++a.row.leaked_blocks;
+        a.row.leaked_bytes += bytes;
+      } else {
+        a.lifetimes.push_back(died - tl.slot_born_ns[r.slot]);
+      }
+      if (tl.peak_slot != kNoSlot && r.slot <= tl.peak_slot && died > tl.peak_ns) {
+        ++a.row.peak_blocks;
+        a.row.peak_bytes += bytes;
+      }
+      last_slot = r.slot;
+      last_acc = &a;
+    }
+  }
+  for (auto& [name, a] : groups) {
+    if (!a.lifetimes.empty()) {
+      auto mid = a.lifetimes.begin() + static_cast<long>(a.lifetimes.size() / 2);
+      std::nth_element(a.lifetimes.begin(), mid, a.lifetimes.end());
+      a.row.median_lifetime_ns = *mid;
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> sizes(a.sizes.begin(), a.sizes.end());
+    std::sort(sizes.begin(), sizes.end(), [](const auto& x, const auto& y) {
+      return x.second != y.second ? x.second > y.second : x.first < y.first;
+    });
+    if (sizes.size() > 3) sizes.resize(3);
+    a.row.common_sizes = std::move(sizes);
+    t.calls += a.row.calls;
+    t.bytes += a.row.bytes;
+    t.peak_bytes += a.row.peak_bytes;
+    t.rows.push_back(std::move(a.row));
+  }
+  std::stable_sort(t.rows.begin(), t.rows.end(), [&](const SiteRow& x, const SiteRow& y) {
+    const uint64_t a = sort_value(x, opt.sort), b = sort_value(y, opt.sort);
+    return a != b ? a > b : x.calls > y.calls;
+  });
+  t.peak_at_s = tl.peak_ns > tl.first_ns ? static_cast<double>(tl.peak_ns - tl.first_ns) / 1e9 : 0;
+  t.notes = sym.notes();
+  return t;
+}
+
+std::string sites_text(const SiteTable& t, size_t rows, const SiteOptions& opt) {
+  std::string out;
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf, "%llu allocations, %s; peak %s live at %.3f s; %zu %s%s\n\n",
+      static_cast<unsigned long long>(t.calls), human_bytes(t.bytes).c_str(),
+      human_bytes(t.peak_bytes).c_str(), t.peak_at_s, t.rows.size(),
+      opt.by == SiteKey::kModule     ? "modules"
+      : opt.by == SiteKey::kFunction ? "functions"
+                                     : "call sites",
+      t.without_stack
+          ? (", " + std::to_string(t.without_stack) + " allocations without a stack").c_str()
+          : "");
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%10s %11s %11s %6s %10s %10s %10s  %-22s %s\n", "calls", "bytes",
+                "at peak", "peak%", "temporary", "leaked", "lifetime", "common sizes",
+                opt.by == SiteKey::kModule     ? "module"
+                : opt.by == SiteKey::kFunction ? "function"
+                                               : "site");
+  out += buf;
+  for (size_t i = 0; i < t.rows.size() && i < rows; ++i) {
+    const SiteRow& r = t.rows[i];
+    std::string sizes;
+    for (const auto& [size, n] : r.common_sizes)
+      sizes += (sizes.empty() ? "" : ",") + std::to_string(size) + "x" + std::to_string(n);
+    const double share =
+        t.peak_bytes ? 100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(t.peak_bytes)
+                     : 0;
+    std::snprintf(buf, sizeof buf, "%10llu %11s %11s %5.1f%% %10llu %10s %10s  %-22s ",
+                  static_cast<unsigned long long>(r.calls), human_bytes(r.bytes).c_str(),
+                  human_bytes(r.peak_bytes).c_str(), share,
+                  static_cast<unsigned long long>(r.temporary), human_bytes(r.leaked_bytes).c_str(),
+                  r.median_lifetime_ns || r.leaked_blocks < r.calls
+                      ? human_time(r.median_lifetime_ns).c_str()
+                      : "never",
+                  sizes.c_str());
+    out += buf;
+    if (r.frames.size() > 1) {
+      out += r.frames[0] + "\n";
+      for (size_t f = 1; f < r.frames.size(); ++f)
+        out += std::string(104, ' ') + "<- " + r.frames[f] + "\n";
+    } else {
+      out += r.name + "\n";
+    }
+  }
+  if (t.rows.size() > rows)
+    out += "... " + std::to_string(t.rows.size() - rows) + " more (-n to show them)\n";
+  return out;
+}
+
+std::string sites_json(const SiteTable& t, size_t rows) {
+  std::string out = "{\"calls\": " + std::to_string(t.calls) +
+                    ", \"bytes\": " + std::to_string(t.bytes) +
+                    ", \"peak_bytes\": " + std::to_string(t.peak_bytes) +
+                    ", \"peak_at_s\": " + json_num(t.peak_at_s) +
+                    ", \"without_stack\": " + std::to_string(t.without_stack) + ", \"sites\": [";
+  for (size_t i = 0; i < t.rows.size() && i < rows; ++i) {
+    const SiteRow& r = t.rows[i];
+    out += i ? ",\n  " : "\n  ";
+    out += "{\"name\": " + json_str(r.name) + ", \"frames\": [";
+    for (size_t f = 0; f < r.frames.size(); ++f) out += (f ? ", " : "") + json_str(r.frames[f]);
+    out += "], \"calls\": " + std::to_string(r.calls) + ", \"bytes\": " + std::to_string(r.bytes) +
+           ", \"peak_bytes\": " + std::to_string(r.peak_bytes) +
+           ", \"peak_blocks\": " + std::to_string(r.peak_blocks) +
+           ", \"temporary\": " + std::to_string(r.temporary) +
+           ", \"leaked_blocks\": " + std::to_string(r.leaked_blocks) +
+           ", \"leaked_bytes\": " + std::to_string(r.leaked_bytes) +
+           ", \"median_lifetime_ns\": " + std::to_string(r.median_lifetime_ns) +
+           ", \"common_sizes\": [";
+    for (size_t s = 0; s < r.common_sizes.size(); ++s)
+      out += (s ? ", " : "") + std::string("[") + std::to_string(r.common_sizes[s].first) + ", " +
+             std::to_string(r.common_sizes[s].second) + "]";
+    out += "]}";
+  }
+  out += "\n], \"symbols\": [";
+  for (size_t i = 0; i < t.notes.size(); ++i) out += (i ? ", " : "") + json_str(t.notes[i]);
+  return out + "]}\n";
+}
+
+}  // namespace ak::trace
