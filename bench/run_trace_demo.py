@@ -2,7 +2,9 @@
 """`make demo`, part one: the trace lab's whole story on a real program that ships with Debian.
 1. `allockit record` python3 (PYTHONMALLOC=malloc) running bench/trace/demo_workload.py;
 2. `allockit compare` the journal against every allocator installed here, allockit included;
-3. `allockit report` -> OUT/report.html (and OUT/report.png, a screenshot, when Chromium is here);
+3. `allockit top` and `allockit advise` of the journal (its call sites, which want a pool or an
+   arena, measured by a what-if replay; the advice lands beside the comparison);
+4. `allockit report` -> OUT/report.html (and OUT/report.png, a screenshot, when Chromium is here);
    the table and the fidelity line are printed and kept in OUT/compare/compare.md."""
 import argparse
 import os
@@ -37,6 +39,8 @@ def main():
     if os.path.exists(results):
         shutil.rmtree(results)
     run([ak, "compare", journal, "--allocators", "all", "--repeat", "3", "--out", results])
+    run([ak, "top", journal, "-n", "10"])
+    run([ak, "advise", journal, "--out", results])
     report = os.path.join(a.out, "report.html")
     run([ak, "report", results, "-o", report])
     print(f"\nreport: {os.path.abspath(report)}")

@@ -91,6 +91,22 @@ void ak_arena_reset(ak_arena* arena);
 /* Frees the arena and returns its chunks; NULL is ignored. */
 void ak_arena_destroy(ak_arena* arena);
 
+/* A pool of fixed-size blocks (see block_pool.hpp): O(1) allocation and free, no per-block
+   header. Not thread-safe. */
+typedef struct ak_pool ak_pool;
+
+/* Creates a pool of block_size-byte blocks aligned to align (0: 16). Returns NULL when
+   block_size is 0 or above 1 GiB, align is not a power of two up to 1 MiB, or memory is
+   exhausted. */
+ak_pool* ak_pool_create(size_t block_size, size_t align);
+/* Returns a block, or NULL when memory is exhausted. */
+void* ak_pool_alloc(ak_pool* pool);
+/* Returns a block of this pool to it; NULL is ignored. A block of another pool, or one freed
+   twice, aborts with a message in checked pools (debug builds). */
+void ak_pool_free(ak_pool* pool, void* p);
+/* Frees the pool and every block it holds; NULL is ignored. */
+void ak_pool_destroy(ak_pool* pool);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,5 @@
-/* The arena C ABI, compiled as C: creation, allocation, alignment errors, reset and destroy. */
+/* The arena and pool C ABI, compiled as C: creation, allocation, alignment and size errors,
+   reuse, reset and destroy. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +27,22 @@ int main(void) {
   EXPECT(ak_arena_create(10) == NULL);     /* chunk size out of range */
   ak_arena_destroy(a);
   ak_arena_destroy(NULL);
+
+  ak_pool* pool = ak_pool_create(48, 0);
+  EXPECT(pool != NULL);
+  char* b1 = (char*)ak_pool_alloc(pool);
+  char* b2 = (char*)ak_pool_alloc(pool);
+  EXPECT(b1 && b2 && b1 != b2 && ((uintptr_t)b1 % 16) == 0 && ((uintptr_t)b2 % 16) == 0);
+  memset(b1, 1, 48);
+  memset(b2, 2, 48);
+  ak_pool_free(pool, b1);
+  EXPECT(ak_pool_alloc(pool) == b1); /* a freed block is reused first */
+  ak_pool_free(pool, NULL);
+  EXPECT(ak_pool_alloc(NULL) == NULL);
+  EXPECT(ak_pool_create(0, 0) == NULL);  /* no size */
+  EXPECT(ak_pool_create(64, 3) == NULL); /* bad alignment */
+  ak_pool_destroy(pool);
+  ak_pool_destroy(NULL);
   puts("c api ok");
   return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The report as a user sees it: opened in headless Chromium (Debian's `chromium`), every plot
-draws, nothing is logged to the console, and a drag on the call timeline zooms every
+draws (the call-site flame graphs too), nothing is logged to the console, and a drag on the call timeline zooms every
 allocator's row to the same time range. Saves a screenshot. Exits 77 (ctest: skipped) when
 Chromium is not installed; scripts/install-deps.sh installs it, so CI never skips.
 Usage: browser_test.py [SCREENSHOT.png]"""
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from allockit_report import __main__ as report  # noqa: E402
-from test_report import make_folder  # noqa: E402
+from test_report import add_call_sites, make_folder  # noqa: E402
 
 # Collects errors before anything else on the page runs.
 CATCH = """<script>window.__akErrors=[];window.addEventListener('error',function(e){
@@ -38,7 +38,7 @@ function done(r){var p=document.createElement('pre');p.id='ak-result';p.textCont
 var t0=performance.now();
 setTimeout(function(){
  var r={errors:__akErrors,drawn:{},opened_ms:performance.now()};
- ['percentiles','rss','density','sizes','lifetimes'].forEach(function(id){r.drawn[id]=drew(id);});
+ ['percentiles','rss','density','sizes','lifetimes','flame_calls','flame_peak'].forEach(function(id){r.drawn[id]=drew(id);});
  var tb=document.querySelector('table.sortable');var th=tb.rows[0].cells[0];
  th.dispatchEvent(new MouseEvent('click',{bubbles:true}));
  r.sorted=[].slice.call(tb.rows,1).map(function(x){return x.cells[0].textContent;});
@@ -78,6 +78,7 @@ def main():
         folder = os.path.join(d, "results")
         os.makedirs(folder)
         make_folder(folder, names=("glibc", "allockit", "jemalloc"), n=200000)
+        add_call_sites(folder)
         page = os.path.join(d, "report.html")
         assert report.main([folder, "-o", page]) == 0
         size = os.path.getsize(page)

@@ -29,6 +29,32 @@ def write_samples(path, n, seed=1):
             f.write(col.tobytes())
 
 
+def add_call_sites(root):
+    """The call-site files of a journal recorded with --stack, and an advise result."""
+    stacks = [{"frames": ["_start", "main (a.c:10)", "parse (a.c:40)"], "calls": 600, "peak_bytes": 4096},
+              {"frames": ["_start", "main (a.c:10)", "emit (a.c:70)"], "calls": 300, "peak_bytes": 0},
+              {"frames": ["_start", "main (a.c:12)"], "calls": 100, "peak_bytes": 1024},
+              {"frames": ["_start", "tiny (a.c:99)"], "calls": 1, "peak_bytes": 0}]
+    with open(os.path.join(root, "stacks.json"), "w") as f:
+        json.dump({"stacks": stacks}, f)
+    site = {"name": "parse (a.c:40) <b>", "frames": [], "calls": 600, "bytes": 9600, "peak_bytes": 4096,
+            "peak_blocks": 4, "temporary": 10, "leaked_blocks": 0, "leaked_bytes": 0,
+            "median_lifetime_ns": 1500, "common_sizes": [[16, 600]]}
+    with open(os.path.join(root, "sites.json"), "w") as f:
+        json.dump({"calls": 1001, "bytes": 20000, "peak_bytes": 5120, "peak_at_s": 0.5, "sites": [site]}, f)
+    summary = {"count": 1200, "mean_ns": 30, "p50": 22, "p99": 80, "p99.9": 300}
+    advice = {"allocations": 1001, "sites": [
+        {"site": "parse (a.c:40)", "calls": 600, "bytes": 9600, "pattern": "fixed-size churn", "why": "w",
+         "change": "take them from an ak::ObjectPool<T>", "not_routed": "", "route": 1,
+         "before": summary, "after": dict(summary, p50=18), "rss_before": 1 << 20, "rss_after": 1 << 19},
+        {"site": "emit (a.c:70)", "calls": 300, "bytes": 100, "pattern": "realloc growth", "why": "w",
+         "change": "reserve 1 KiB", "not_routed": "a reserve changes the sizes asked for", "route": 0}],
+        "measured": {"allocator": "glibc", "runs": 3, "before": summary, "after": summary,
+                     "rss_before": 1 << 20, "rss_after": 1 << 19, "verified": True, "check": "counts agree"}}
+    with open(os.path.join(root, "advice.json"), "w") as f:
+        json.dump(advice, f)
+
+
 def make_folder(root, names=("glibc", "allockit"), n=5000):
     results = []
     for i, name in enumerate(names):
@@ -110,6 +136,31 @@ class ReportTest(unittest.TestCase):
             report.main([d, "-o", out])
             page = open(out).read()
         self.assertIn("peak heap RssAnon recorded 4.00 MiB, replayed 5.00 MiB (1.25x)", page)
+
+    def test_call_sites_flame_graphs_and_tables(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_folder(d)
+            add_call_sites(d)
+            out = os.path.join(d, "report.html")
+            self.assertEqual(report.main([d, "-o", out]), 0)
+            page = open(out).read()
+        self.assertEqual(re.findall(r'<div class="plot" id="(\w+)">', page)[-2:], ["flame_calls", "flame_peak"])
+        specs = dict(json.loads(re.search(r"var figs=(\[.*?\]);var cfg", page, re.S).group(1)))
+        bars = specs["flame_calls"]["data"][0]
+        nodes = {(y, t): (x, b) for x, b, y, t in zip(bars["x"], bars["base"], bars["y"], bars["text"])}
+        # Callers above callees, each as wide as the allocations under it, children side by side.
+        self.assertEqual(nodes[(0, "all")], (1001, 0))
+        self.assertEqual(nodes[(2, "main (a.c:10)")], (900, 0))
+        self.assertEqual(nodes[(3, "parse (a.c:40)")], (600, 0))
+        self.assertEqual(nodes[(3, "emit (a.c:70)")], (300, 600))
+        self.assertEqual(nodes[(2, "main (a.c:12)")], (100, 900))
+        self.assertNotIn((2, "tiny (a.c:99)"), nodes)  # under 0.2% of the whole: not drawn
+        peak = specs["flame_peak"]["data"][0]
+        self.assertEqual(peak["x"][0], 5120)
+        self.assertIn("parse (a.c:40) &lt;b&gt;", page)  # the top table, escaped
+        self.assertIn("take them from an ak::ObjectPool&lt;T&gt;", page)
+        self.assertIn("a reserve changes the sizes asked for", page)
+        self.assertIn("Semantics kept: counts agree", page)
 
     def test_density_bins_every_sample(self):
         n = 20000

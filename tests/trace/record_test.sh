@@ -3,14 +3,7 @@
 # realloc, calloc, aligned calls, new/delete, fork) hold exactly its calls; a crash or _exit
 # keeps the journal; replay completes; damaged journals get clear errors.
 # Usage: record_test.sh BUILD_DIR   (run by ctest)
-set -euo pipefail
-build=$(realpath "$1")
-ak="$build/allockit"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-step() { printf '== %s\n' "$*"; }
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 step "record the pattern program with --follow-forks"
 "$ak" record -o p.akj --follow-forks -- "$build/pattern_program" expected.txt

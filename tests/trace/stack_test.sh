@@ -4,15 +4,7 @@
 # by function and line with its exact counts, the dlopen'ed library through the module map, the
 # symbols after the binary is rebuilt elsewhere (by build-id), and a crashed run's stacks.
 # Usage: stack_test.sh BUILD_DIR SOURCE_DIR   (run by ctest)
-set -euo pipefail
-build=$(realpath "$1")
-src=$(realpath "$2")
-ak="$build/allockit"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-step() { printf '== %s\n' "$*"; }
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 line_of() { grep -n "SITE $1\$" "$src/tests/trace/stack_program.cpp" | cut -d: -f1; }
 # JSON of `top --json` on stdin: every site with its count, function and line. With `direct`, only

@@ -8,15 +8,18 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "allockit/version.h"
 #include "cli/record.hpp"
+#include "replay/advice.hpp"
 #include "replay/build_plan.hpp"
 #include "replay/fidelity.hpp"
 #include "replay/runner.hpp"
+#include "replay/whatif.hpp"
 #include "trace/convert.hpp"
 #include "trace/json.hpp"
 #include "trace/paths.hpp"
@@ -40,6 +43,8 @@ const char* kUsage =
     "  replay FILE --allocator NAME|PATH.so [--speed 1|10|max] [--touch none|page|full]\n"
     "         [--repeat N] [--out DIR]                       replay against one allocator\n"
     "  compare FILE [--allocators LIST|all] [same options]   replay against several, side by side\n"
+    "  advise FILE [--out DIR] [--allocator NAME] [--repeat N] [--touch MODE] [-n SITES]\n"
+    "         [--no-replay] [--debug-dir DIR]                pool and arena advice, measured\n"
     "  report DIR -o report.html                             plots and tables as one HTML page\n"
     "  allocators                                            list the allocators found here\n";
 
@@ -170,6 +175,13 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
     std::fprintf(stderr, "allockit: repaired %llu replay problems (see stats.json)\n",
                  (unsigned long long)tl.problems.total());
   std::ofstream(dir + "/stats.json") << trace::stats_json(st);
+  if (!t.stacks.empty()) {  // the report's call-site view: the top table and the flame graphs
+    trace::Symbolizer sym(t.modules);
+    const trace::SiteOptions by_site{trace::SiteKey::kSite, 1, trace::SiteSort::kCalls};
+    std::ofstream(dir + "/sites.json")
+        << trace::sites_json(trace::top_sites(t, tl, sym, by_site), 50);
+    std::ofstream(dir + "/stacks.json") << trace::stack_tree_json(t, tl, sym);
+  }
   std::vector<replay::ReplayResult> results;
   for (const auto& a : allocs) {
     results.push_back(replay::run_replay(plan, a, opt, st.peak_live_bytes, dir + "/" + a.name));
@@ -315,6 +327,40 @@ int cmd_top(const Args& a) {
   return 0;
 }
 
+// Judges the hot sites, then measures the advice by a what-if replay (unless --no-replay).
+int cmd_advise(const Args& a) {
+  if (a.pos.size() != 1) throw UsageError("advise takes one journal");
+  replay::AdviceOptions ao;
+  ao.max_sites = parse_count("-n", a.get("-n", "10"), 1, 1000);
+  Args with_defaults = a;  // the what-if's defaults: 3 runs, pages touched as a program would
+  if (!a.has("--repeat")) with_defaults.opts.emplace_back("--repeat", "3");
+  if (!a.has("--touch")) with_defaults.opts.emplace_back("--touch", "page");
+  const replay::ReplayOptions ro = replay_options(with_defaults);
+  const replay::AllocatorSpec alloc = replay::find_allocator(a.get("--allocator", "glibc"));
+  std::vector<std::string> dirs;
+  for (const auto& [k, v] : a.opts)
+    if (k == "--debug-dir") dirs.push_back(v);
+  const std::string out = a.get("--out", "advice");
+  trace::JournalReader reader(a.pos[0]);
+  const trace::Trace t = trace::load_trace(reader);
+  const trace::Timeline tl = trace::resolve(t);
+  trace::Symbolizer sym(t.modules, dirs);
+  const replay::Advice advice = replay::advise(t, tl, sym, ao);
+  mkdir(out.c_str(), 0755);
+  std::unique_ptr<replay::WhatIf> w;
+  if (!a.has("--no-replay") && !advice.routing.routes.empty())
+    w = std::make_unique<replay::WhatIf>(replay::measure(t, tl, advice, alloc, ro, out));
+  const std::string text = replay::advice_text(advice, w.get());
+  std::fputs(text.c_str(), stdout);
+  std::ofstream(out + "/advice.json") << replay::advice_json(advice, w.get());
+  std::ofstream(out + "/advice.txt") << text;
+  if (w && !w->verified) {
+    std::fprintf(stderr, "allockit: error: the routed replay changed the journal's semantics\n");
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_record(int argc, char** argv) {
   cli::RecordOptions o;
   int i = 2;
@@ -358,6 +404,11 @@ int main(int argc, char** argv) {
                                                     "--touch",     "--repeat",     "--out"};
     if (cmd == "record") return cmd_record(argc, argv);
     if (cmd == "stats") return cmd_stats(parse(argc, argv, 2, {}, {"--json"}));
+    if (cmd == "advise") {
+      std::vector<std::string> valued = replay_valued;
+      for (const char* v : {"-n", "--debug-dir"}) valued.emplace_back(v);
+      return cmd_advise(parse(argc, argv, 2, valued, {"--no-replay"}));
+    }
     if (cmd == "top")
       return cmd_top(parse(argc, argv, 2, {"--by", "--stack-depth", "--sort", "-n", "--debug-dir"},
                            {"--json"}));

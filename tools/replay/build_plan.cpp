@@ -15,8 +15,29 @@ namespace ak::replay {
 using trace::Event;
 using trace::Op;
 
-PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const std::string& path) {
+namespace {
+
+// Flags `op` for the route of its block, when routing applies. Returns the route id, 0 if none.
+uint16_t route_op(PlanOp& op, const Routing* routing, bool apply) {
+  if (!routing) return 0;
+  const uint32_t slot = op.slot != kNone ? op.slot : op.old_slot;
+  if (slot == kNone || slot >= routing->slot_route.size()) return 0;
+  const uint16_t route = routing->slot_route[slot];
+  if (route == 0 || !apply) return route;
+  op.flags |= kRouted;
+  op.route = route;
+  if (op.slot == kNone && routing->reset_after_free[slot]) op.flags |= kResetAfter;
+  return route;
+}
+
+}  // namespace
+
+PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const std::string& path,
+                    const Routing* routing, bool apply, std::vector<uint16_t>* op_routes) {
+  if (routing && routing->routes.size() > kMaxRoutes)
+    throw std::invalid_argument("more than " + std::to_string(kMaxRoutes) + " routes");
   PlanInfo info;
+  if (op_routes) op_routes->clear();
   info.slots = tl.slots;
   std::vector<std::vector<PlanOp>> per_thread(trace.threads.size());
   auto wait_flag = [&](uint32_t slot, uint32_t thread) -> uint8_t {
@@ -37,6 +58,8 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
         f.old_slot = r.repair_slot;
         f.kind = static_cast<uint8_t>(Op::kFree);
         f.flags = wait_flag(r.repair_slot, t);
+        const uint16_t route = route_op(f, routing, apply);
+        if (op_routes) op_routes->push_back(route);
         ops.push_back(f);
         ++info.repairs;
       }
@@ -57,6 +80,8 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
         continue;
       }
       op.flags = wait_flag(r.old_slot, t);
+      const uint16_t route = route_op(op, routing, apply);
+      if (op_routes) op_routes->push_back(route);
       ops.push_back(op);
     }
     info.ops += ops.size();
@@ -68,6 +93,8 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
   PlanHeader h{};
   std::memcpy(h.magic, kPlanMagic, 8);
   h.threads = static_cast<uint32_t>(per_thread.size());
+  const bool with_routes = routing && apply;
+  h.routes = with_routes ? static_cast<uint32_t>(routing->routes.size()) : 0;
   h.slots = tl.slots;
   h.ops = info.ops;
   bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
@@ -75,6 +102,8 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
     uint64_t n = ops.size();
     ok = ok && std::fwrite(&n, sizeof n, 1, f) == 1;
   }
+  if (h.routes)
+    ok = ok && std::fwrite(routing->routes.data(), sizeof(PlanRoute), h.routes, f) == h.routes;
   for (const auto& ops : per_thread)
     ok =
         ok && (ops.empty() || std::fwrite(ops.data(), sizeof(PlanOp), ops.size(), f) == ops.size());

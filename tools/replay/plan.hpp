@@ -9,12 +9,28 @@
 
 namespace ak::replay {
 
-inline constexpr char kPlanMagic[8] = {'A', 'K', 'P', 'L', 'A', 'N', '0', '1'};
+inline constexpr char kPlanMagic[8] = {'A', 'K', 'P', 'L', 'A', 'N', '0', '2'};
 inline constexpr uint32_t kNone = UINT32_MAX;
 
 enum PlanFlags : uint8_t {
-  kWaitOld = 1,  // old_slot is filled by another thread: wait until it is
+  kWaitOld = 1,     // old_slot is filled by another thread: wait until it is
+  kRouted = 2,      // the block comes from, or goes back to, route `route` instead of malloc
+  kResetAfter = 4,  // a routed free that ends its arena's group: reset the arena after it
 };
+
+// A what-if route (`allockit advise`): blocks of advised sites served by a real allockit pool or
+// arena from liballockit-prefixed, one instance per replay thread.
+enum RouteKind : uint32_t {
+  kRoutePool = 1,   // ak_pool of block_size-byte blocks
+  kRouteArena = 2,  // ak_arena; frees are dropped, kResetAfter resets it
+};
+struct PlanRoute {
+  uint32_t kind;
+  uint32_t align;
+  uint64_t block_size;  // pools: every request of the route fits
+};
+static_assert(sizeof(PlanRoute) == 16);
+inline constexpr uint32_t kMaxRoutes = 64;
 
 // One call to replay. `kind` is a trace::Op value.
 struct PlanOp {
@@ -25,7 +41,8 @@ struct PlanOp {
   uint32_t old_slot;  // slot freed or reallocated (kNone: none)
   uint8_t kind;
   uint8_t flags;
-  uint8_t pad[6];
+  uint16_t route;  // 1..kMaxRoutes with kRouted
+  uint8_t pad[4];
 };
 static_assert(sizeof(PlanOp) == 40);
 
@@ -37,10 +54,11 @@ inline uint64_t op_bytes(const PlanOp& op) {
 struct PlanHeader {
   char magic[8];
   uint32_t threads;
-  uint32_t reserved;
+  uint32_t routes;  // at most kMaxRoutes
   uint64_t slots;
   uint64_t ops;
-  // followed by uint64_t op_count[threads], then the ops of thread 0, thread 1, ...
+  // followed by uint64_t op_count[threads], PlanRoute route[routes] (route id i + 1), then the
+  // ops of thread 0, thread 1, ...
 };
 static_assert(sizeof(PlanHeader) == 32);
 

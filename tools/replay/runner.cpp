@@ -84,22 +84,6 @@ double json_field(const std::string& text, const std::string& key) {
   return std::strtod(text.c_str() + at + 1, nullptr);
 }
 
-KindSummary summarise(const char* kind, std::vector<uint32_t>& v) {
-  KindSummary s;
-  s.kind = kind;
-  s.count = v.size();
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (uint32_t x : v) sum += x;
-  s.mean_ns = sum / static_cast<double>(v.size());
-  for (int i = 0; i < kPercentiles; ++i) {
-    double rank = kPercentileValues[i] / 100.0 * static_cast<double>(v.size() - 1);
-    s.pct_ns[i] = v[static_cast<size_t>(std::llround(rank))];
-  }
-  return s;
-}
-
 void show_progress(const std::string& name, const std::atomic<uint64_t>* counter, uint64_t total,
                    int rep, int reps) {
   uint64_t done = std::min(counter->load(std::memory_order_relaxed), total);
@@ -161,6 +145,22 @@ std::string run_worker(const std::string& plan, const AllocatorSpec& a, const Re
 }
 
 }  // namespace
+
+KindSummary summarise(const char* kind, std::vector<uint32_t>& v) {
+  KindSummary s;
+  s.kind = kind;
+  s.count = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (uint32_t x : v) sum += x;
+  s.mean_ns = sum / static_cast<double>(v.size());
+  for (int i = 0; i < kPercentiles; ++i) {
+    double rank = kPercentileValues[i] / 100.0 * static_cast<double>(v.size() - 1);
+    s.pct_ns[i] = v[static_cast<size_t>(std::llround(rank))];
+  }
+  return s;
+}
 
 std::vector<AllocatorSpec> available_allocators() {
   std::vector<AllocatorSpec> out;

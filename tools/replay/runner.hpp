@@ -47,6 +47,11 @@ struct ReplayResult {
   std::vector<KindSummary> kinds;
 };
 
+// Sorts `v` and summarises it: count, mean and the kPercentiles percentiles.
+KindSummary summarise(const char* kind, std::vector<uint32_t>& v);
+// Percentile indices into KindSummary::pct_ns.
+inline constexpr int kP50 = 4, kP99 = 9, kP999 = 10;
+
 // Replays `plan` against `alloc`, writing samples.bin, rss.csv, worker.json and summary.json
 // under `dir`. Never throws for a failing allocator: the result carries the error.
 ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,

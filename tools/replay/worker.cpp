@@ -2,6 +2,10 @@
 // it) and writes raw samples. Its own tables (plan, slots, samples, RSS log) come from mmap and
 // are populated before the replay starts, so resident memory growth is the allocator's.
 // Usage: allockit-replay PLAN OUTDIR SPEED TOUCH   (SPEED 0 = max; TOUCH none|page|full)
+// A plan with routes (`allockit advise`) sends the routed blocks to pools and arenas of the
+// library ALLOCKIT_REPLAY_ROUTES names (liballockit-prefixed), one instance per thread, created
+// and destroyed outside the timed calls. ALLOCKIT_REPLAY_CHECK=1 counts allocations, frees and
+// live requested bytes, and stops at an arena reset that would free a live block.
 // Timing: serialised rdtsc (rdtsc; lfence ... rdtscp; lfence) around each call, calibrated to ns
 // against CLOCK_MONOTONIC; touching the memory happens outside that window.
 #include <dlfcn.h>
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "replay/plan.hpp"
 
@@ -78,9 +83,33 @@ uint64_t rss_anon() {
   return p ? std::strtoull(p + 8, nullptr, 10) * 1024 : 0;
 }
 
+// The pool and arena C ABI of the routes' library (allockit.h), resolved with dlsym.
+struct RouteApi {
+  void* (*pool_create)(size_t, size_t);
+  void* (*pool_alloc)(void*);
+  void (*pool_free)(void*, void*);
+  void (*pool_destroy)(void*);
+  void* (*arena_create)(size_t);
+  void* (*arena_alloc)(void*, size_t, size_t);
+  void (*arena_reset)(void*);
+  void (*arena_destroy)(void*);
+};
+
+// One replay thread's route instances and, when checking, its live blocks per route.
+struct ThreadRoutes {
+  void* inst[kMaxRoutes + 1];
+  int64_t live[kMaxRoutes + 1];
+};
+thread_local ThreadRoutes tl_routes;
+
 struct Shared {
   const PlanHeader* plan;
   const uint64_t* counts;
+  const PlanRoute* routes;
+  RouteApi api;
+  bool check;
+  uint64_t* slot_bytes;  // check: requested bytes of each live slot
+  std::atomic<uint64_t> allocs{0}, frees{0}, live_bytes{0}, peak_live{0};
   const PlanOp* ops;
   std::atomic<uintptr_t>* slots;
   uint32_t* lat;          // ticks, later ns
@@ -132,6 +161,79 @@ inline void* wait_slot(uint32_t slot) {
   return v == 1 ? nullptr : reinterpret_cast<void*>(v);
 }
 
+void* route_instance(uint16_t route) {
+  void*& inst = tl_routes.inst[route];
+  if (!inst) {
+    const PlanRoute& r = g.routes[route - 1];
+    inst = r.kind == kRoutePool ? g.api.pool_create(r.block_size, r.align) : g.api.arena_create(0);
+    if (!inst) die("cannot create a routed pool or arena");
+  }
+  return inst;
+}
+
+// A routed call: the block from or back to its route's instance (created before the timer).
+inline void* routed_call(const PlanOp& op, void* old, void* inst) {
+  const PlanRoute& r = g.routes[op.route - 1];
+  const bool pool = r.kind == kRoutePool;
+  if (op.slot == kNone) {  // a free
+    if (pool) g.api.pool_free(inst, old);
+    if (op.flags & kResetAfter) g.api.arena_reset(inst);
+    return nullptr;
+  }
+  const uint64_t bytes = op_bytes(op);
+  void* p = pool ? g.api.pool_alloc(inst) : g.api.arena_alloc(inst, bytes ? bytes : 1, r.align);
+  if (p && static_cast<Op>(op.kind) == Op::kCalloc) std::memset(p, 0, bytes);
+  return p;
+}
+
+// Check mode: the bookkeeping that proves a routed plan frees every block once and keeps the
+// journal's live bytes (outside the timed window).
+void check_op(const PlanOp& op, void* p) {
+  if (op.old_slot != kNone) {
+    g.frees.fetch_add(1, std::memory_order_relaxed);
+    g.live_bytes.fetch_sub(g.slot_bytes[op.old_slot], std::memory_order_relaxed);
+    if (op.flags & kRouted) --tl_routes.live[op.route];
+  }
+  if ((op.flags & kResetAfter) && tl_routes.live[op.route] != 0)
+    die("an arena reset would free blocks still live: the routing breaks the journal");
+  if (op.slot != kNone && p) {
+    const uint64_t bytes = op_bytes(op);
+    g.slot_bytes[op.slot] = bytes;
+    g.allocs.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t live = g.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    uint64_t peak = g.peak_live.load(std::memory_order_relaxed);
+    while (live > peak && !g.peak_live.compare_exchange_weak(peak, live)) {
+    }
+    if (op.flags & kRouted) ++tl_routes.live[op.route];
+  }
+}
+
+// After a call: its latency and start, the touch, the slot, progress.
+template <bool kTouch>
+[[gnu::always_inline]] inline void finish_op(ThreadArg* arg, const PlanOp& op, uint64_t i,
+                                             uint64_t t0, uint64_t t1, void* p, uint32_t* lat,
+                                             uint32_t* trel, uint64_t& touch_ticks) {
+  uint64_t d = t1 - t0;
+  lat[i] = d > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(d);
+  trel[i] = static_cast<uint32_t>((t0 - g.tsc0) >> 10);
+  if (g.check) [[unlikely]]
+    check_op(op, p);
+  if (op.slot != kNone) {
+    if (kTouch && p) {
+      uint64_t a = tsc_begin();
+      touch(p, op_bytes(op));
+      touch_ticks += tsc_end() - a;
+    }
+    g.slots[op.slot].store(p ? reinterpret_cast<uintptr_t>(p) : 1, std::memory_order_release);
+  } else if (p) {
+    free(p);  // realloc(p, 0) that returned a block here though it freed when recorded
+  }
+  if ((i & 0xff) == 0xff) [[unlikely]] {
+    arg->at.store(i + 1, std::memory_order_relaxed);
+    if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
+  }
+}
+
 // The replay loop, compiled once per mode so the common one (--speed max, --touch none) carries
 // no pacing or touching branches.
 template <bool kPaced, bool kTouch>
@@ -164,6 +266,14 @@ void replay_ops(ThreadArg* arg) {
       if (reinterpret_cast<uintptr_t>(old) == 1) old = nullptr;
     }
     void* p = nullptr;
+    if (op.flags & kRouted) [[unlikely]] {
+      void* inst = route_instance(op.route);
+      uint64_t t0 = tsc_begin();
+      p = routed_call(op, old, inst);
+      uint64_t t1 = tsc_end();
+      finish_op<kTouch>(arg, op, i, t0, t1, p, lat, trel, touch_ticks);
+      continue;
+    }
     uint64_t t0 = tsc_begin();
     switch (static_cast<Op>(op.kind)) {
       case Op::kMalloc:
@@ -198,26 +308,16 @@ void replay_ops(ThreadArg* arg) {
         break;
     }
     uint64_t t1 = tsc_end();
-    uint64_t d = t1 - t0;
-    lat[i] = d > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(d);
-    trel[i] = static_cast<uint32_t>((t0 - g.tsc0) >> 10);
-    if (op.slot != kNone) {
-      if (kTouch && p) {
-        uint64_t a = tsc_begin();
-        touch(p, op_bytes(op));
-        touch_ticks += tsc_end() - a;
-      }
-      g.slots[op.slot].store(p ? reinterpret_cast<uintptr_t>(p) : 1, std::memory_order_release);
-    } else if (p) {
-      free(p);  // realloc(p, 0) that returned a block here though it freed when recorded
-    }
-    if ((i & 0xff) == 0xff) [[unlikely]] {
-      arg->at.store(i + 1, std::memory_order_relaxed);
-      if ((i & 0xffff) == 0xffff) g.progress->fetch_add(0x10000, std::memory_order_relaxed);
-    }
+    finish_op<kTouch>(arg, op, i, t0, t1, p, lat, trel, touch_ticks);
   }
   g.progress->fetch_add(n & 0xffff, std::memory_order_relaxed);
   g.touch_ticks[arg->index] = touch_ticks;
+  for (uint32_t r = 1; r <= g.plan->routes; ++r) {  // the thread's pools and arenas, untimed
+    void*& inst = tl_routes.inst[r];
+    if (!inst) continue;
+    g.routes[r - 1].kind == kRoutePool ? g.api.pool_destroy(inst) : g.api.arena_destroy(inst);
+    inst = nullptr;
+  }
 }
 
 void* replay_thread(void* raw) {
@@ -341,12 +441,39 @@ int main(int argc, char** argv) {
   if (std::memcmp(g.plan->magic, kPlanMagic, 8) != 0) die("not a replay plan");
   uint32_t nt = g.plan->threads;
   g.counts = reinterpret_cast<const uint64_t*>(g.plan + 1);
-  g.ops = reinterpret_cast<const PlanOp*>(g.counts + nt);
+  g.routes = reinterpret_cast<const PlanRoute*>(g.counts + nt);
+  const uint32_t nroutes = g.plan->routes;
+  if (nroutes > kMaxRoutes) die("plan has too many routes");
+  g.ops = reinterpret_cast<const PlanOp*>(g.routes + nroutes);
   uint64_t nops = g.plan->ops;
-  if (sizeof(PlanHeader) + nt * 8 + nops * sizeof(PlanOp) != static_cast<uint64_t>(st.st_size))
+  if (sizeof(PlanHeader) + nt * 8 + nroutes * sizeof(PlanRoute) + nops * sizeof(PlanOp) !=
+      static_cast<uint64_t>(st.st_size))
     die("plan size does not match its header");
+  for (uint64_t i = 0; i < nops; ++i)
+    if ((g.ops[i].flags & kRouted) && (g.ops[i].route == 0 || g.ops[i].route > nroutes))
+      die("plan op names a route it does not have");
+  if (nroutes) {
+    const char* lib = getenv("ALLOCKIT_REPLAY_ROUTES");
+    void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (!h) die("the plan has routes: ALLOCKIT_REPLAY_ROUTES must name liballockit-prefixed.so");
+    auto sym = [&](auto& f, const char* name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(h, name));
+      if (!f) die("the routes' library lacks the pool and arena C API");
+    };
+    sym(g.api.pool_create, "ak_pool_create");
+    sym(g.api.pool_alloc, "ak_pool_alloc");
+    sym(g.api.pool_free, "ak_pool_free");
+    sym(g.api.pool_destroy, "ak_pool_destroy");
+    sym(g.api.arena_create, "ak_arena_create");
+    sym(g.api.arena_alloc, "ak_arena_alloc");
+    sym(g.api.arena_reset, "ak_arena_reset");
+    sym(g.api.arena_destroy, "ak_arena_destroy");
+  }
+  const char* check = getenv("ALLOCKIT_REPLAY_CHECK");
+  g.check = check && check[0] == '1';
 
   g.slots = static_cast<std::atomic<uintptr_t>*>(map_zero(g.plan->slots * sizeof(uintptr_t)));
+  if (g.check) g.slot_bytes = static_cast<uint64_t*>(map_zero(g.plan->slots * 8));
   g.lat = static_cast<uint32_t*>(map_zero(nops * 4));
   g.t_rel = static_cast<uint32_t*>(map_zero(nops * 4));
   g.touch_ticks = static_cast<uint64_t*>(map_zero(nt * 8 + 8));
@@ -442,13 +569,18 @@ int main(int argc, char** argv) {
       json, sizeof json,
       "{\"ops\": %llu, \"threads\": %u, \"ns_per_tick\": %.6f, \"timer_floor_ns\": {\"min\": %.1f, "
       "\"mean\": %.1f}, \"wall_s\": %.6f, \"touch_s\": %.6f, \"rss_baseline_bytes\": %llu, "
-      "\"peak_rss_bytes\": %llu, \"final_rss_bytes\": %llu, \"speed\": %g, \"touch\": \"%s\"}\n",
+      "\"peak_rss_bytes\": %llu, \"final_rss_bytes\": %llu, \"speed\": %g, \"touch\": \"%s\", "
+      "\"routes\": %u, \"check\": {\"on\": %s, \"allocs\": %llu, \"frees\": %llu, "
+      "\"peak_live_bytes\": %llu}}\n",
       static_cast<unsigned long long>(nops), nt, g.ns_per_tick,
       static_cast<double>(floor_min) * g.ns_per_tick,
       static_cast<double>(floor_sum) / kFloorRuns * g.ns_per_tick,
       static_cast<double>(wall_ns) * 1e-9, static_cast<double>(touch_ticks) * g.ns_per_tick * 1e-9,
       static_cast<unsigned long long>(g_rss.baseline), static_cast<unsigned long long>(g_rss.peak),
-      static_cast<unsigned long long>(final_rss), g.speed, argv[4]);
+      static_cast<unsigned long long>(final_rss), g.speed, argv[4], nroutes,
+      g.check ? "true" : "false", static_cast<unsigned long long>(g.allocs.load()),
+      static_cast<unsigned long long>(g.frees.load()),
+      static_cast<unsigned long long>(g.peak_live.load()));
   write_file(dir, "worker.json", json, static_cast<size_t>(n));
   return 0;
 }

@@ -11,6 +11,7 @@
 #define AK_INSTALL_LIB_DIR "../lib"
 #define AK_INSTALL_PYTHON_DIR "../share/allockit/python"
 #define AK_LIBALLOCKIT_SONAME "liballockit.so"
+#define AK_PREFIXED_SONAME "liballockit-prefixed.so"
 #define AK_SOURCE_DIR "."
 #endif
 
@@ -39,6 +40,7 @@ ToolPaths resolve() {
     p.recorder = dir + "/liballockit_record.so";
     p.worker = dir + "/allockit-replay";
     p.liballockit = dir + "/liballockit.so";
+    p.prefixed = dir + "/src/liballockit-prefixed.so";
     p.report_python = std::string(AK_SOURCE_DIR) + "/tools/report";
     return p;
   }
@@ -46,6 +48,7 @@ ToolPaths resolve() {
   p.recorder = helpers + "/liballockit_record.so";
   p.worker = helpers + "/allockit-replay";
   p.liballockit = join(dir, AK_INSTALL_LIB_DIR) + "/" AK_LIBALLOCKIT_SONAME;
+  p.prefixed = join(dir, AK_INSTALL_LIB_DIR) + "/" AK_PREFIXED_SONAME;
   p.report_python = join(dir, AK_INSTALL_PYTHON_DIR);
   return p;
 }

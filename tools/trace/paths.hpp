@@ -13,6 +13,7 @@ struct ToolPaths {
   std::string recorder;       // liballockit_record.so
   std::string worker;         // allockit-replay
   std::string liballockit;    // the overriding library replayed as "allockit"
+  std::string prefixed;       // liballockit-prefixed: the pools and arenas `advise` routes to
   std::string report_python;  // the folder holding the allockit_report package
 };
 

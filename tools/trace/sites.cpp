@@ -91,34 +91,52 @@ std::string human_time(uint64_t ns) {
 
 }  // namespace
 
-SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
-                    const SiteOptions& opt) {
+SiteGroups group_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
+                       const SiteOptions& opt) {
   if (trace.stacks.empty())
     throw std::runtime_error(
         "the journal has no call stacks: record it with `allockit record --stack N` (N > 0)");
-  SiteTable t;
-  std::vector<std::string> key_by_stack(trace.stacks.ids() + 1);  // memo: stack id -> group
-  std::vector<bool> keyed(trace.stacks.ids() + 1, false);
-  std::map<std::string, Acc> groups;
+  SiteGroups g;
+  g.slot_group.assign(tl.slots, 0);
+  std::vector<uint32_t> group_of_stack(trace.stacks.ids() + 1, UINT32_MAX);  // memo
+  std::map<std::string, uint32_t> by_name;
   for (size_t ti = 0; ti < trace.threads.size(); ++ti) {
     const ThreadEvents& te = trace.threads[ti];
+    for (size_t i = 0; i < te.events.size(); ++i) {
+      const uint32_t slot = tl.per_thread[ti][i].slot;
+      if (slot == kNoSlot) continue;
+      const uint32_t id = te.stacks.empty() ? 0 : te.stacks[i];
+      const uint32_t memo = id < group_of_stack.size() ? id : 0;
+      if (trace.stacks.frames(memo).empty()) ++g.without_stack;
+      if (group_of_stack[memo] == UINT32_MAX) {
+        auto [name, frames] = key_of(trace, memo, sym, opt);
+        auto [it, fresh] = by_name.try_emplace(name, static_cast<uint32_t>(g.names.size()));
+        if (fresh) g.names.push_back(name), g.frames.push_back(std::move(frames));
+        group_of_stack[memo] = it->second;
+      }
+      g.slot_group[slot] = group_of_stack[memo];
+    }
+  }
+  return g;
+}
+
+SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
+                    const SiteOptions& opt) {
+  SiteGroups sg = group_sites(trace, tl, sym, opt);
+  SiteTable t;
+  t.without_stack = sg.without_stack;
+  std::vector<Acc> groups(sg.names.size());
+  for (size_t k = 0; k < groups.size(); ++k)
+    groups[k].row.name = sg.names[k], groups[k].row.frames = std::move(sg.frames[k]);
+  for (size_t ti = 0; ti < trace.threads.size(); ++ti) {
     const auto& res = tl.per_thread[ti];
     uint32_t last_slot = kNoSlot;  // this thread's latest allocation, while no other followed it
-    Acc* last_acc = nullptr;
-    for (size_t i = 0; i < te.events.size(); ++i) {
+    for (size_t i = 0; i < res.size(); ++i) {
       const Resolved& r = res[i];
-      if (r.old_slot != kNoSlot && r.old_slot == last_slot && last_acc) ++last_acc->row.temporary;
+      if (r.old_slot != kNoSlot && r.old_slot == last_slot)
+        ++groups[sg.slot_group[last_slot]].row.temporary;
       if (r.slot == kNoSlot) continue;
-      const uint32_t id = te.stacks.empty() ? 0 : te.stacks[i];
-      const uint32_t memo = id < keyed.size() ? id : 0;
-      if (trace.stacks.frames(memo).empty()) ++t.without_stack;
-      if (!keyed[memo]) {
-        key_by_stack[memo] = key_of(trace, memo, sym, opt).first;
-        keyed[memo] = true;
-      }
-      auto [it, fresh] = groups.try_emplace(key_by_stack[memo]);
-      Acc& a = it->second;
-      if (fresh) a.row.name = it->first, a.row.frames = key_of(trace, memo, sym, opt).second;
+      Acc& a = groups[sg.slot_group[r.slot]];
       const uint64_t bytes = tl.slot_bytes[r.slot];
       ++a.row.calls;
       a.row.bytes += bytes;
@@ -135,10 +153,9 @@ SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
         a.row.peak_bytes += bytes;
       }
       last_slot = r.slot;
-      last_acc = &a;
     }
   }
-  for (auto& [name, a] : groups) {
+  for (Acc& a : groups) {
     if (!a.lifetimes.empty()) {
       auto mid = a.lifetimes.begin() + static_cast<long>(a.lifetimes.size() / 2);
       std::nth_element(a.lifetimes.begin(), mid, a.lifetimes.end());
@@ -212,6 +229,45 @@ std::string sites_text(const SiteTable& t, size_t rows, const SiteOptions& opt) 
   if (t.rows.size() > rows)
     out += "... " + std::to_string(t.rows.size() - rows) + " more (-n to show them)\n";
   return out;
+}
+
+std::string stack_tree_json(const Trace& trace, const Timeline& tl, Symbolizer& sym) {
+  std::vector<uint64_t> calls(trace.stacks.ids() + 1, 0), peak(trace.stacks.ids() + 1, 0);
+  for (size_t ti = 0; ti < trace.threads.size(); ++ti) {
+    const ThreadEvents& te = trace.threads[ti];
+    for (size_t i = 0; i < te.events.size() && !te.stacks.empty(); ++i) {
+      const uint32_t slot = tl.per_thread[ti][i].slot;
+      if (slot == kNoSlot) continue;
+      const uint32_t id = te.stacks[i] < calls.size() ? te.stacks[i] : 0;
+      ++calls[id];
+      if (tl.peak_slot != kNoSlot && slot <= tl.peak_slot && tl.slot_died_ns[slot] > tl.peak_ns)
+        peak[id] += tl.slot_bytes[slot];
+    }
+  }
+  std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> paths;  // merged by labels
+  for (uint32_t id = 0; id < calls.size(); ++id) {
+    if (!calls[id]) continue;
+    std::vector<std::string> path;
+    const auto frames = trace.stacks.frames(id);
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      const auto& fs = sym.frames(*it);
+      for (auto f = fs.rbegin(); f != fs.rend(); ++f) path.push_back(f->label());
+    }
+    if (path.empty()) path.push_back("[no stack recorded]");
+    auto& v = paths[path];
+    v.first += calls[id];
+    v.second += peak[id];
+  }
+  std::string out = "{\"stacks\": [";
+  bool first = true;
+  for (const auto& [path, v] : paths) {
+    out += first ? "\n  {\"frames\": [" : ",\n  {\"frames\": [";
+    first = false;
+    for (size_t i = 0; i < path.size(); ++i) out += (i ? ", " : "") + json_str(path[i]);
+    out += "], \"calls\": " + std::to_string(v.first) +
+           ", \"peak_bytes\": " + std::to_string(v.second) + "}";
+  }
+  return out + "\n]}\n";
 }
 
 std::string sites_json(const SiteTable& t, size_t rows) {

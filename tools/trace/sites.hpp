@@ -39,9 +39,24 @@ struct SiteTable {
   std::vector<std::string> notes;  // where each module's symbols came from
 };
 
-// Throws std::runtime_error when the journal has no call stacks.
+// Each allocation's group under `opt`: slot_group[slot] indexes names and frames.
+struct SiteGroups {
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> frames;  // kSite: each frame's label, innermost first
+  std::vector<uint32_t> slot_group;
+  uint64_t without_stack = 0;  // allocations with no recorded stack
+};
+
+// Both throw std::runtime_error when the journal has no call stacks.
+SiteGroups group_sites(const Trace& trace, const Timeline& tl, Symbolizer& symbols,
+                       const SiteOptions& opt);
 SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& symbols,
                     const SiteOptions& opt);
+// The flame-graph data of `allockit report`: every distinct symbolised stack (outermost frame
+// first, inlined frames as frames of their own) with its allocations and its bytes live at the
+// peak, as JSON: {"stacks": [{"frames": [...], "calls": N, "peak_bytes": B}, ...]}.
+std::string stack_tree_json(const Trace& trace, const Timeline& tl, Symbolizer& symbols);
+
 std::string sites_text(const SiteTable& t, size_t rows, const SiteOptions& opt);
 std::string sites_json(const SiteTable& t, size_t rows);
 

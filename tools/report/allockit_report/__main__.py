@@ -8,7 +8,7 @@ except ImportError as missing:
     sys.exit(f"allockit report: the Python module '{missing.name}' is missing; install it with "
              "'sudo apt-get install python3-numpy' (or 'pip install numpy')")
 
-from . import assets, data, html, plots  # noqa: E402
+from . import assets, data, html, plots, sites  # noqa: E402
 
 
 def progress(step, total, what):
@@ -34,6 +34,11 @@ def build(folder, out):
     figures["sizes"] = plots.histogram_figure(results.stats, "size_histogram", "request sizes (bytes)", " bytes")
     figures["lifetimes"] = plots.histogram_figure(results.stats, "lifetime_histogram",
                                                   "lifetimes (from allocation to free)", "")
+    if results.stacks:
+        figures["flame_calls"] = sites.flame_figure(results.stacks["stacks"], "calls",
+                                                    "allocations by call stack", "allocations")
+        figures["flame_peak"] = sites.flame_figure(results.stacks["stacks"], "peak_bytes",
+                                                   "bytes live at the peak by call stack", "bytes")
     progress(4, 4, "done")
     with open(out, "w") as f:
         f.write(html.page(results, figures, js))

@@ -40,6 +40,12 @@ class Results:
     # The recorded program's heap share of RssAnon over its own time (ms, bytes); empty when the
     # journal has no memory samples.
     recorded_rss: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    # The call-site view: `allockit top` and the stacks of a journal recorded with --stack
+    # (sites.json, stacks.json, written by compare), and `allockit advise --out` into the same
+    # folder (advice.json); None when absent.
+    sites: dict = None
+    stacks: dict = None
+    advice: dict = None
 
 
 def read_samples(path):
@@ -88,4 +94,7 @@ def load(folder):
             r.rss = read_rss(os.path.join(sub, "rss.csv"))
         allocators.append(r)
     recorded = read_rss(os.path.join(folder, "recorded_rss.csv"))
-    return Results(folder, compare, stats, allocators, recorded)
+    optional = {name: _load_json(os.path.join(folder, f"{name}.json"))
+                if os.path.exists(os.path.join(folder, f"{name}.json")) else None
+                for name in ("sites", "stacks", "advice")}
+    return Results(folder, compare, stats, allocators, recorded, **optional)

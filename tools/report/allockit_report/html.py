@@ -3,6 +3,7 @@ figure a div and its Plotly specification as JSON. Nothing is fetched when the p
 import html
 import json
 
+from . import sites
 from .plots import PERCENTILES, fmt_ns
 
 
@@ -97,7 +98,7 @@ CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;cursor:default;
 padding:3px 6px;text-align:right}td:first-child,th:first-child{text-align:left}
 img{max-width:100%}.plot{width:100%;min-height:300px}dt{font-weight:bold;float:left;width:9em}dd{margin-left:10em}
-.note{color:#666;font-size:13px}"""
+.note{color:#666;font-size:13px}td.text{text-align:left}"""
 
 
 def fidelity_note(compare):
@@ -114,6 +115,23 @@ def fidelity_note(compare):
     else:
         text = "Fidelity unknown: the journal has no memory samples (an import, or an older recorder)."
     return f"<p class='note'>{text}</p>"
+
+
+def call_site_view(results):
+    """Where the allocations come from (journals recorded with --stack) and, when `allockit
+    advise --out` wrote into this folder, what to change."""
+    parts = []
+    if results.stacks:
+        parts += ["<h2 id='call-sites'>Call sites</h2>",
+                  "<p class='note'>Each bar is a frame, its callers above it; its width is the allocations "
+                  "made under it (first graph) or the bytes they held live at the program's peak (second). "
+                  "Hover a bar for its figures; drag to zoom.</p>",
+                  _figure("flame_calls"), _figure("flame_peak")]
+    if results.sites:
+        parts += ["<h3>Heaviest sites (allockit top)</h3>", sites.top_table(results.sites)]
+    if results.advice:
+        parts += ["<h2 id='advice'>Advice (allockit advise)</h2>", sites.advice_table(results.advice)]
+    return parts
 
 
 def page(results, figures, plotly_js):
@@ -136,6 +154,7 @@ def page(results, figures, plotly_js):
              "<h2>Resident memory over time</h2>", fidelity_note(c), _figure("rss"),
              "<h2>Calls over replay time</h2>", _figure("density"),
              "<h2>The journal</h2>", stats_list(results.stats), _figure("sizes"),
-             _figure("lifetimes"),
-             _script(figures.items()), "</body></html>\n"]
+             _figure("lifetimes")]
+    parts += call_site_view(results)
+    parts += [_script(figures.items()), "</body></html>\n"]
     return "\n".join(parts)
