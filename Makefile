@@ -97,6 +97,7 @@ bench-misuse: all
 # report time; and every ../shared/traces journal replayed against every allocator.
 bench-trace: all
 	$(PY) bench/run_trace_bench.py --build $(BUILD) --out bench/results
+	$(PY) bench/run_sites_bench.py --build $(BUILD) --out bench/results
 
 format:
 	clang-format -i $$(git ls-files -co --exclude-standard '*.hpp' '*.cpp' '*.h' '*.c')

@@ -1,7 +1,10 @@
 // A program with one call site per allocation pattern `allockit advise` knows, for the advice
-// round trip (advise_test.sh): groups that die together, fixed-size churn, temporaries, realloc
-// growth, and fixed-size blocks freed by another thread (a pool the per-thread replay cannot
-// route).
+// round trip (advise_test.sh): groups that die together, fixed-size churn through operator new,
+// temporaries, realloc growth, fixed-size blocks freed by another thread (a pool the per-thread
+// replay cannot route), a leak (nothing to advise) and a dlopen'ed library's few allocations
+// (not hot).
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -28,19 +31,43 @@ void groups() {
   }
 }
 
-// 1000 live 40-byte objects, 60000 replaced at random.
-__attribute__((noinline)) void* pooled_object() {
-  return std::malloc(40);  // SITE pool
+// 1000 live 40-byte objects made by new, 60000 replaced at random.
+struct Pooled {
+  long key;
+  char value[32];
+};
+__attribute__((noinline)) Pooled* pooled_object() {
+  return new Pooled{};  // SITE pool
 }
 void churn() {
-  std::vector<void*> live(1000);
-  for (void*& p : live) p = pooled_object();
+  std::vector<Pooled*> live(1000);
+  for (Pooled*& p : live) p = pooled_object();
   for (int i = 0; i < 60000; ++i) {
-    void*& p = live[next_random() % live.size()];
-    std::free(p);
+    Pooled*& p = live[next_random() % live.size()];
+    delete p;
     p = pooled_object();
   }
-  for (void* p : live) std::free(p);
+  for (Pooled* p : live) delete p;
+}
+
+// 2000 blocks of 2 KiB, never freed.
+__attribute__((noinline)) void leak() {
+  for (int i = 0; i < 2000; ++i) {
+    void* volatile p = std::malloc(2048);  // SITE leak
+    (void)p;
+  }
+}
+
+// zlib, loaded now, allocates its deflate state from inside libz: a few calls, not hot.
+void library() {
+  void* z = dlopen("libz.so.1", RTLD_NOW);
+  using Compress = int (*)(unsigned char*, unsigned long*, const unsigned char*, unsigned long);
+  auto compress = z ? reinterpret_cast<Compress>(dlsym(z, "compress")) : nullptr;
+  for (int i = 0; compress && i < 20; ++i) {
+    unsigned char out[256];
+    unsigned long n = sizeof out;
+    compress(out, &n, reinterpret_cast<const unsigned char*>("zzzzzzzz"), 8);
+  }
 }
 
 // 30000 scratch buffers of 64 to 1024 bytes, each freed before the next allocation.
@@ -87,5 +114,7 @@ int main() {
   temporaries();
   growth();
   handoff();
+  leak();
+  library();
   return 0;
 }

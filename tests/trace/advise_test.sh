@@ -6,7 +6,7 @@
 # Usage: advise_test.sh BUILD_DIR SOURCE_DIR   (run by ctest)
 source "$(dirname "$0")/common.sh"
 
-g++ -O1 -g -o prog "$src/tests/trace/advise_program.cpp" -lpthread
+g++ -O1 -g -o prog "$src/tests/trace/advise_program.cpp" -lpthread -ldl
 "$ak" record -o a.akj -- ./prog > /dev/null
 
 step "advise: patterns, types and lines; the what-if replay measured and checked"
@@ -26,7 +26,7 @@ def site(key):
 want = {"groups": ("groups", "ak::Arena", True), "pool": ("fixed-size churn", "ak::ObjectPool", True),
         "temporaries": ("temporaries", "stack buffer", True),
         "growth": ("realloc growth", "reserve", False),
-        "handoff": ("fixed-size churn", "ak::ObjectPool", False)}
+        "handoff": ("fixed-size churn", "ak::ObjectPool", False), "leak": ("none", "", False)}
 for key, (pattern, type_name, routed) in want.items():
     s = site(key)
     assert s["pattern"] == pattern, (key, s)
@@ -37,14 +37,22 @@ for key, (pattern, type_name, routed) in want.items():
         assert s["rss_before"] > 0 and s["rss_after"] > 0, (key, s)
         for p in ("p50", "p99", "p99.9"):
             assert s["after"][p] > 0, (key, s)
-    else:
+    elif key != "leak":
         assert s["not_routed"], (key, s)
 assert site("groups")["groups"] == 400 and site("groups")["mean_group"] == 50, site("groups")
 assert site("pool")["max_size"] == 40 and site("pool")["calls"] == 61000, site("pool")
+assert not any("libz" in s["site"] for s in a["sites"]), a["sites"]  # 20 calls: not hot
+assert site("leak")["change"] == "" and site("leak")["route"] == 0, site("leak")  # nothing to do
 m = a["measured"]
 assert m["verified"] is True and m["runs"] == 1, m
 assert m["before"]["count"] == m["after"]["count"] > 0, m
 PY
+
+step "top finds the dlopen'ed library's allocations"
+"$ak" top a.akj --by module --json | python3 -c '
+import json, sys
+names = [s["name"] for s in json.load(sys.stdin)["sites"]]
+assert any(n.startswith("libz.so") for n in names), names'
 
 step "the text names each change and its measurement"
 grep -q "change: allocate them from an ak::Arena" adv.txt || fail "$(cat adv.txt)"
