@@ -30,7 +30,8 @@ constexpr uint32_t kMaxStacks = (1u << kSlotBits) / 4 * 3;
 constexpr uint64_t kMaxFrames = 1ull << 25;  // 256 MiB of frames reserved, touched as used
 constexpr uint32_t kPending = UINT32_MAX;    // a slot's id while its claimer fills the entry
 constexpr uint32_t kMaxProbes = 256;         // then the stack is recorded as unknown (id 0)
-constexpr uint32_t kExtraFrames = 24;        // unwound beyond N, for the frames skipped
+constexpr uint32_t kFewSkipped = 4;    // frames usually skipped: the recorder's two, operator new
+constexpr uint32_t kExtraFrames = 24;  // unwound beyond N when more than kFewSkipped were
 constexpr int kMaxSkipRanges = 8;
 constexpr size_t kOutBytes = 1 << 20;  // one stack or module block's payload
 
@@ -253,13 +254,25 @@ __attribute__((noinline)) int walk_frame_pointers(uint64_t* out, int max) {
   return n;
 }
 
+// The unwind's cost grows with the frames walked, so it walks N + kFewSkipped first, and again
+// further only when more frames were skipped and the stack goes on.
+int walk(uint64_t* raw, int want) {
+  return g.frame_pointers ? walk_frame_pointers(raw, want)
+                          : unw_backtrace(reinterpret_cast<void**>(raw), want);
+}
+
 uint32_t unwind(uint64_t* out) {
   uint64_t raw[kMaxStackDepth + kExtraFrames];
-  const int want = static_cast<int>(g.depth + kExtraFrames);
-  const int got = g.frame_pointers ? walk_frame_pointers(raw, want)
-                                   : unw_backtrace(reinterpret_cast<void**>(raw), want);
+  int want = static_cast<int>(g.depth + kFewSkipped);
+  int got = walk(raw, want);
   int first = 0;
   while (first < got && skipped(raw[first])) ++first;
+  if (got == want && got - first < static_cast<int>(g.depth)) {
+    want = static_cast<int>(g.depth + kExtraFrames);
+    got = walk(raw, want);
+    first = 0;
+    while (first < got && skipped(raw[first])) ++first;
+  }
   if (first == got) {  // no frame of the program's own: keep what lies outside the recorder
     first = 0;
     while (first + 1 < got && skipped(raw[first])) ++first;
