@@ -1,5 +1,6 @@
 // Fuzz target: any text given to the valgrind, text and heaptrack importers ends in a journal
-// or a std::runtime_error naming the line, never a crash.
+// (whose call-site table, for heaptrack's stacks, builds) or a std::runtime_error naming the
+// line, never a crash.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "trace/convert.hpp"
+#include "trace/sites.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static int in = memfd_create("fuzz-in", 0);
@@ -25,7 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ak::trace::import_text(in_path, out_path);
       else
         ak::trace::import_heaptrack(in_path, out_path);
-      ak::trace::load_trace(out_path);
+      const ak::trace::Trace t = ak::trace::load_trace(out_path);
+      if (!t.stacks.empty()) {
+        ak::trace::Symbolizer named(std::vector<ak::trace::Module>{}, {}, t.names);
+        (void)ak::trace::top_sites(t, ak::trace::resolve(t), named, {});
+      }
     } catch (const std::runtime_error&) {
     }
   }

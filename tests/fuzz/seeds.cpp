@@ -47,7 +47,8 @@ std::vector<std::vector<uint8_t>> fuzz_seeds() {
   std::string text = "a 64 0x1000 1 100\na 32 0x2000 2 150\nf 0x1000 2 200\n";
   seeds.emplace_back(vg.begin(), vg.end());
   std::string heaptrack =
-      "v 10400 3\nX prog\ns 4 main\nt 1 0\na 40 1\na 8 1\n+ 0\nc a\n+ 1\n- 0\nR 1000\n";
+      "v 10400 3\nX prog\ns 4 prog\ns 4 main\ns 6 main.c\ni 401000 1 2 3 a\nt 1 0\n"
+      "i 7f0000001000 1 2 3 b 2 3 c\nt 2 1\na 40 1\na 8 2\n+ 0\nc a\n+ 1\n- 0\nR 1000\n";
   seeds.emplace_back(text.begin(), text.end());
   seeds.emplace_back(heaptrack.begin(), heaptrack.end());
   return seeds;

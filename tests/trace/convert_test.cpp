@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "trace/convert.hpp"
+#include "trace/sites.hpp"
 #include "trace/stats.hpp"
 
 #ifndef AK_FIXTURES
@@ -84,13 +85,24 @@ TEST(Import, HeaptrackFileMatchesHeaptracksOwnSummary) {
   EXPECT_EQ(s.problems.reused_live, 0u);
   const auto& e = t.threads[0].events;
   for (size_t i = 1; i < e.size(); ++i) EXPECT_LE(e[i - 1].time_ns, e[i].time_ns);
+  // heaptrack's stacks: every allocation has one; by module, ls's own code and libselinux.
+  Symbolizer sym(t.modules, {}, t.names);
+  const SiteTable sites = top_sites(t, resolve(t), sym, {SiteKey::kModule, 1, SiteSort::kCalls});
+  EXPECT_EQ(sites.without_stack, 0u);
+  ASSERT_GE(sites.rows.size(), 2u);
+  EXPECT_EQ(sites.rows[0].name, "ls");
+  EXPECT_EQ(sites.rows[0].calls, 237u);
+  EXPECT_EQ(sites.rows[1].name, "libselinux.so.1");
+  EXPECT_EQ(sites.rows[1].calls, 3u);
   std::remove(out.c_str());
 }
 
 // The same data uncompressed and gzip-compressed (older heaptrack), and the ways it can be bad.
 TEST(Import, HeaptrackPlainGzipAndBadInput) {
   std::string in = tmp("ht.txt"), gz = tmp("ht.gz"), out = tmp("ht2.akj");
-  const std::string good = "v 10400 3\nX prog\na 40 1\na 8 2\n+ 0\nc a\n+ 1\n+ 0\n- 0\n- 1\n";
+  const std::string good =
+      "v 10400 3\nX prog\ns 4 prog\ns 4 main\ni 401000 1 2\nt 1 0\ni 401100 1\nt 2 1\n"
+      "a 40 1\na 8 2\n+ 0\nc a\n+ 1\n+ 0\n- 0\n- 1\n";
   std::ofstream(in) << good;
   ImportResult r = import_heaptrack(in, out);
   EXPECT_EQ(r.events, 5u);  // three allocations, two frees
@@ -99,6 +111,13 @@ TEST(Import, HeaptrackPlainGzipAndBadInput) {
   EXPECT_EQ(s.peak_live_bytes, 0x40u * 2 + 8);
   EXPECT_EQ(s.leaked_bytes, 0x40u);
   EXPECT_EQ(t.threads[0].events[1].time_ns, 10'000'000u);  // `c a`: 10 ms
+  // Each allocation info's trace is its stack, innermost first, named by heaptrack's strings.
+  EXPECT_EQ(t.threads[0].stacks[0], 1u);
+  EXPECT_EQ(t.threads[0].stacks[1], 2u);
+  ASSERT_EQ(t.stacks.frames(2).size(), 2u);
+  EXPECT_EQ(t.stacks.frames(2)[0], 0x401100u);
+  EXPECT_EQ(t.names.at(0x401000).frames.at(0).function, "main");
+  EXPECT_EQ(t.names.at(0x401100).module, "prog");
   gzFile g = gzopen(gz.c_str(), "wb");
   gzwrite(g, good.data(), unsigned(good.size()));
   gzclose(g);
@@ -114,13 +133,18 @@ TEST(Import, HeaptrackPlainGzipAndBadInput) {
   };
   EXPECT_NE(error_of("v 10400 1\n").find("line 1: heaptrack file format 1 is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of("v 10400 3\na 8 1\n+ 1\n").find("line 3: allocation info 1 was never defined"),
+  EXPECT_NE(error_of("v 10400 3\na 8 0\n+ 1\n").find("line 3: allocation info 1 was never defined"),
             std::string::npos);
   EXPECT_NE(
-      error_of("v 10400 3\na 8 1\n- 0\n").find("line 3: free of allocation info 0 with none live"),
+      error_of("v 10400 3\na 8 0\n- 0\n").find("line 3: free of allocation info 0 with none live"),
       std::string::npos);
   EXPECT_NE(error_of("v 10400 3\n+ zz\n").find("line 2: malformed allocation"), std::string::npos);
-  EXPECT_NE(error_of("a 8 1\n+ 0\n").find("not heaptrack data"), std::string::npos);
+  EXPECT_NE(error_of("v 10400 3\na 8 5\n").find("line 2: trace 5 was never defined"),
+            std::string::npos);
+  EXPECT_NE(error_of("v 10400 3\nt 9 0\na 8 1\n").find("instruction pointer 9 was never defined"),
+            std::string::npos);
+  EXPECT_NE(error_of("v 10400 3\ns 9 short\n").find("line 2: malformed string"), std::string::npos);
+  EXPECT_NE(error_of("a 8 0\n+ 0\n").find("not heaptrack data"), std::string::npos);
   // A zstd file cut short.
   std::ifstream f(AK_FIXTURES "/ls.heaptrack.zst", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

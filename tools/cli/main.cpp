@@ -176,7 +176,7 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
                  (unsigned long long)tl.problems.total());
   std::ofstream(dir + "/stats.json") << trace::stats_json(st);
   if (!t.stacks.empty()) {  // the report's call-site view: the top table and the flame graphs
-    trace::Symbolizer sym(t.modules);
+    trace::Symbolizer sym(t.modules, {}, t.names);
     const trace::SiteOptions by_site{trace::SiteKey::kSite, 1, trace::SiteSort::kCalls};
     std::ofstream(dir + "/sites.json")
         << trace::sites_json(trace::top_sites(t, tl, sym, by_site), 50);
@@ -316,7 +316,7 @@ int cmd_top(const Args& a) {
   trace::JournalReader reader(a.pos[0]);
   const trace::Trace t = trace::load_trace(reader);
   const trace::Timeline tl = trace::resolve(t);
-  trace::Symbolizer sym(t.modules, dirs);
+  trace::Symbolizer sym(t.modules, dirs, t.names);
   const trace::SiteTable table = trace::top_sites(t, tl, sym, o);
   const std::string out =
       a.has("--json") ? trace::sites_json(table, rows) : trace::sites_text(table, rows, o);
@@ -344,7 +344,7 @@ int cmd_advise(const Args& a) {
   trace::JournalReader reader(a.pos[0]);
   const trace::Trace t = trace::load_trace(reader);
   const trace::Timeline tl = trace::resolve(t);
-  trace::Symbolizer sym(t.modules, dirs);
+  trace::Symbolizer sym(t.modules, dirs, t.names);
   const replay::Advice advice = replay::advise(t, tl, sym, ao);
   mkdir(out.c_str(), 0755);
   std::unique_ptr<replay::WhatIf> w;

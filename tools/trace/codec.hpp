@@ -2,9 +2,12 @@
 // Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
 // The layout is specified in docs/journal-format.md; change both together.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -33,7 +36,13 @@ inline constexpr uint32_t kCodecStacks = 4;
 // kTicksFlag is set), event_count entries `start, end, bias, build-id length, build-id, path
 // length, path`. Thread 0.
 inline constexpr uint32_t kCodecModules = 5;
-inline constexpr uint32_t kLastCodec = kCodecModules;
+// A names block (v2): no events; event_count return addresses symbolised by the journal's
+// source (an importer: heaptrack's own symbolisation), each `address, module, frames`, a frame
+// `function, file, line`, innermost first; strings as a varint length and bytes. Thread 0.
+inline constexpr uint32_t kCodecNames = 6;
+inline constexpr uint32_t kLastCodec = kCodecNames;
+inline constexpr uint32_t kMaxNameBytes = 4096;
+inline constexpr uint32_t kMaxNamedFrames = 64;
 inline constexpr uint32_t kCodecMask = 0xff;
 // Flag on an event block: its times and durations are TSC ticks, converted to ns by readers
 // through the journal's clock blocks (what the recorder writes).
@@ -350,6 +359,23 @@ inline bool decode_module(const uint8_t*& p, const uint8_t* end, ModuleFields& m
   m.path = reinterpret_cast<const char*>(p);
   m.path_len = static_cast<uint32_t>(path_len);
   p += path_len;
+  return true;
+}
+
+// ---- names (v2) -----------------------------------------------------------------------------
+inline void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  uint8_t len[10];
+  const size_t n = std::min<size_t>(s.size(), kMaxNameBytes);
+  out.insert(out.end(), len, put_varint(len, n));
+  out.insert(out.end(), s.begin(), s.begin() + static_cast<long>(n));
+}
+
+inline bool get_string(const uint8_t*& p, const uint8_t* end, std::string& s) {
+  uint64_t n;
+  if (!get_varint(p, end, n) || n > kMaxNameBytes || static_cast<uint64_t>(end - p) < n)
+    return false;
+  s.assign(reinterpret_cast<const char*>(p), n);
+  p += n;
   return true;
 }
 

@@ -3,7 +3,8 @@
 //    given synthetic times 1 us apart);
 //  - text: one call per line, `a SIZE PTR TID TIME_NS` or `f PTR TID TIME_NS`, PTR in hex;
 //  - heaptrack: heaptrack's own files (heaptrack.PROGRAM.PID.zst or .gz, file format 2 and 3):
-//    sizes and times exact to the millisecond, synthetic addresses, one thread (see the .cpp).
+//    sizes and times exact to the millisecond, synthetic addresses, one thread, and each
+//    allocation's stack with heaptrack's names for its frames (heaptrack_import.cpp).
 // Inputs may be gzip- or zstd-compressed. Lines that are not calls are skipped and counted.
 #pragma once
 #include <cstdint>

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 namespace ak::trace {
 
@@ -131,7 +132,7 @@ bool plausible_table(const BlockHeader& h) {
          h.raw_len <= kMaxBlockRaw && h.event_count <= h.raw_len / 2;
 }
 bool is_table(uint32_t codec) {
-  return codec == kCodecStacks || codec == kCodecModules;
+  return codec == kCodecStacks || codec == kCodecModules || codec == kCodecNames;
 }
 }  // namespace
 
@@ -177,7 +178,30 @@ void JournalReader::read_modules(const BlockHeader& h, const std::vector<uint8_t
   if (p != end) throw JournalError("module block has bytes after its last module", at);
 }
 
-// Reads every clock, RSS, stack and module block ahead of the events (seeking over other
+void JournalReader::read_names(const BlockHeader& h, const std::vector<uint8_t>& payload,
+                               uint64_t at) {
+  const uint8_t* p = payload.data();
+  const uint8_t* end = p + payload.size();
+  for (uint32_t i = 0; i < h.event_count; ++i) {
+    uint64_t ret, n;
+    NamedAddress a;
+    bool ok = get_varint(p, end, ret) && get_string(p, end, a.module) && get_varint(p, end, n) &&
+              n <= kMaxNamedFrames;
+    for (uint64_t f = 0; ok && f < n; ++f) {
+      NamedFrame nf;
+      uint64_t line = 0;
+      ok = get_string(p, end, nf.function) && get_string(p, end, nf.file) &&
+           get_varint(p, end, line) && line <= UINT32_MAX;
+      nf.line = static_cast<uint32_t>(line);
+      a.frames.push_back(std::move(nf));
+    }
+    if (!ok) throw JournalError("malformed name " + std::to_string(i) + " in names block", at);
+    names_[ret] = std::move(a);
+  }
+  if (p != end) throw JournalError("names block has bytes after its last name", at);
+}
+
+// Reads every clock, RSS, stack, module and names block ahead of the events (seeking over other
 // payloads), fits ticks to ns through the first and last clock block and keeps the samples, the
 // stacks and the module snapshots. A stack or module block that checks out but does not decode
 // throws; other damage is left for next() to report.
@@ -201,6 +225,8 @@ void JournalReader::scan_ahead() {
       if (block_crc(h, table.data(), h.stored_len) != h.crc) continue;
       if (codec == kCodecStacks) {
         read_stacks(h, table, block_at);
+      } else if (codec == kCodecNames) {
+        read_names(h, table, block_at);
       } else {
         const size_t before = modules_.size();
         read_modules(h, table, block_at);
@@ -439,15 +465,33 @@ void JournalWriter::add_stack(uint32_t id, const uint64_t* frames, uint32_t dept
 }
 
 void JournalWriter::flush_stacks() {
-  if (stack_count_ == 0) return;
-  BlockHeader h{};
-  std::memcpy(h.magic, kBlockMagic, 4);
-  h.codec = kCodecStacks;
-  h.raw_len = static_cast<uint32_t>(stack_buf_.size());
-  h.event_count = stack_count_;
-  put_block(h, stack_buf_.data(), stack_buf_.size());
-  stack_buf_.clear();
-  stack_count_ = 0;
+  for (auto [codec, buf, count] : {std::tuple{kCodecStacks, &stack_buf_, &stack_count_},
+                                   std::tuple{kCodecNames, &name_buf_, &name_count_}}) {
+    if (*count == 0) continue;
+    BlockHeader h{};
+    std::memcpy(h.magic, kBlockMagic, 4);
+    h.codec = codec;
+    h.raw_len = static_cast<uint32_t>(buf->size());
+    h.event_count = *count;
+    put_block(h, buf->data(), buf->size());
+    buf->clear();
+    *count = 0;
+  }
+}
+
+void JournalWriter::add_name(uint64_t ret, const NamedAddress& name) {
+  uint8_t v[10];
+  name_buf_.insert(name_buf_.end(), v, put_varint(v, ret));
+  put_string(name_buf_, name.module);
+  const size_t n = std::min<size_t>(name.frames.size(), kMaxNamedFrames);
+  name_buf_.insert(name_buf_.end(), v, put_varint(v, n));
+  for (size_t i = 0; i < n; ++i) {
+    put_string(name_buf_, name.frames[i].function);
+    put_string(name_buf_, name.frames[i].file);
+    name_buf_.insert(name_buf_.end(), v, put_varint(v, name.frames[i].line));
+  }
+  ++name_count_;
+  if (name_buf_.size() >= (1u << 20)) flush_stacks();
 }
 
 void JournalWriter::add_modules(uint64_t time_ns, const std::vector<Module>& modules) {

@@ -64,6 +64,18 @@ struct Module {
   std::string build_id, path;
 };
 
+// A return address as the journal's source symbolised it (names blocks): its module and its
+// frames, innermost (inlined) first.
+struct NamedFrame {
+  std::string function, file;
+  uint32_t line = 0;
+};
+struct NamedAddress {
+  std::string module;
+  std::vector<NamedFrame> frames;
+};
+using FrameNames = std::unordered_map<uint64_t, NamedAddress>;
+
 struct Block {
   uint64_t offset = 0;  // of the block header in the file
   uint32_t thread = 0, os_tid = 0;
@@ -88,6 +100,7 @@ class JournalReader {
   // stacks. Module snapshots come in time order.
   const StackTable& stacks() const { return stacks_; }
   const std::vector<Module>& modules() const { return modules_; }
+  const FrameNames& names() const { return names_; }
   // The recorded process's memory samples in time order (read ahead at open); empty when the
   // journal has none (imports, journals of older recorders).
   const std::vector<RssSample>& rss() const { return rss_; }
@@ -106,6 +119,7 @@ class JournalReader {
   void scan_ahead();
   void read_stacks(const BlockHeader& h, const std::vector<uint8_t>& payload, uint64_t at);
   void read_modules(const BlockHeader& h, const std::vector<uint8_t>& payload, uint64_t at);
+  void read_names(const BlockHeader& h, const std::vector<uint8_t>& payload, uint64_t at);
   bool read_block(BlockHeader& h, uint64_t& start);
   size_t read(void* dst, size_t n);
   uint64_t ticks_to_ns(uint64_t ticks) const;
@@ -124,6 +138,7 @@ class JournalReader {
   std::vector<RssSample> rss_;
   StackTable stacks_;
   std::vector<Module> modules_;
+  FrameNames names_;
 };
 
 class JournalWriter {
@@ -141,6 +156,8 @@ class JournalWriter {
   void add_stack(uint32_t id, const uint64_t* frames, uint32_t depth);
   // Writes a module snapshot taken at `time_ns`.
   void add_modules(uint64_t time_ns, const std::vector<Module>& modules);
+  // Names return address `ret` (a source's own symbolisation, written with the stacks).
+  void add_name(uint64_t ret, const NamedAddress& name);
   // Writes all buffered blocks and closes the file. Throws std::runtime_error on an I/O error.
   void finish();
   uint64_t events() const { return events_; }
@@ -166,8 +183,8 @@ class JournalWriter {
   std::unordered_map<uint32_t, Pending> pending_;
   std::vector<uint8_t> packed_;  // compression scratch
   std::vector<uint32_t> order_;  // threads in first-seen order, for deterministic output
-  std::vector<uint8_t> stack_buf_;
-  uint32_t stack_count_ = 0;
+  std::vector<uint8_t> stack_buf_, name_buf_;
+  uint32_t stack_count_ = 0, name_count_ = 0;
 };
 
 }  // namespace ak::trace

@@ -32,7 +32,8 @@ std::string demangle(const std::string& name) {
 std::string SourceFrame::label() const {
   if (function.empty() && file.empty()) {
     char off[32];
-    std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(offset));
+    std::snprintf(off, sizeof off, absolute ? "@0x%llx" : "+0x%llx",
+                  static_cast<unsigned long long>(offset));
     return (module.empty() ? std::string("?") : module) + off;
   }
   std::string s = function.empty() ? "??" : function;
@@ -117,8 +118,9 @@ struct Symbolizer::Loaded {
   }
 };
 
-Symbolizer::Symbolizer(std::vector<Module> modules, std::vector<std::string> debug_dirs)
-    : debug_dirs_(std::move(debug_dirs)) {
+Symbolizer::Symbolizer(std::vector<Module> modules, std::vector<std::string> debug_dirs,
+                       FrameNames names)
+    : debug_dirs_(std::move(debug_dirs)), names_(std::move(names)) {
   elf_version(EV_CURRENT);
   // One entry per distinct object (snapshots repeat them), latest snapshot first on a clash.
   std::stable_sort(modules.begin(), modules.end(),
@@ -174,6 +176,14 @@ const std::vector<SourceFrame>& Symbolizer::frames(uint64_t ret) {
   auto [it, fresh] = cache_.try_emplace(ret);
   if (!fresh) return it->second;
   std::vector<SourceFrame>& out = it->second;
+  if (auto named = names_.find(ret); named != names_.end()) {
+    for (const NamedFrame& f : named->second.frames)
+      out.push_back({f.function, f.file, static_cast<int>(f.line), true,
+                     base_name(named->second.module), 0, false});
+    if (out.empty()) out.push_back({"", "", 0, true, base_name(named->second.module), ret, true});
+    out.back().inlined = false;
+    return out;
+  }
   const uint64_t pc = ret - 1;
   const Module* m = module_of(pc);
   SourceFrame base;

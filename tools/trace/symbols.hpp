@@ -3,7 +3,8 @@
 // libdwfl, C++ names demangled. A module's file is the recorded path when its GNU build-id still
 // matches, else a file with that build-id under the debug directories given, else
 // /usr/lib/debug/.build-id; separate debug info is found by libdwfl's standard search. Unknown
-// addresses read `module+0xOFFSET`. Not thread-safe.
+// addresses read `module+0xOFFSET`. Addresses the journal's source already named (a heaptrack
+// import's names blocks) take those names. Not thread-safe.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,16 +23,19 @@ struct SourceFrame {
   std::string file;      // empty when unknown
   int line = 0;
   bool inlined = false;
-  std::string module;   // the object's file name (no directory)
-  uint64_t offset = 0;  // address - load bias: what addr2line -e MODULE takes
+  std::string module;     // the object's file name (no directory)
+  uint64_t offset = 0;    // address - load bias: what addr2line -e MODULE takes
+  bool absolute = false;  // offset is the run-time address (the bias is unknown: an import)
 
-  // "function (file:line)", "function", or "module+0xOFFSET" when nothing is known.
+  // "function (file:line)", "function", or "module+0xOFFSET" ("module@0xADDRESS" when absolute)
+  // when nothing is known.
   std::string label() const;
 };
 
 class Symbolizer {
  public:
-  explicit Symbolizer(std::vector<Module> modules, std::vector<std::string> debug_dirs = {});
+  explicit Symbolizer(std::vector<Module> modules, std::vector<std::string> debug_dirs = {},
+                      FrameNames names = {});
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -49,6 +53,7 @@ class Symbolizer {
 
   std::vector<Module> modules_;  // distinct objects, by start address
   std::vector<std::string> debug_dirs_;
+  FrameNames names_;
   std::unordered_map<const Module*, std::unique_ptr<Loaded>> loaded_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> cache_;
 };

@@ -13,6 +13,7 @@ Trace load_trace(JournalReader& reader) {
   t.rss = reader.rss();
   t.stacks = reader.stacks();
   t.modules = reader.modules();
+  t.names = reader.names();
   const bool stacks = !t.stacks.empty();
   std::map<uint32_t, ThreadEvents> by_thread;
   Block b;

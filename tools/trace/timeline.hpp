@@ -24,6 +24,7 @@ struct Trace {
   std::vector<RssSample> rss;  // the recorded process's memory samples (may be empty)
   StackTable stacks;           // call stacks (v2 journals recorded with --stack)
   std::vector<Module> modules;
+  FrameNames names;  // addresses an importer symbolised (heaptrack)
 };
 
 // Reads a whole journal. Throws JournalError on damage; a truncated tail is kept in truncated_at.
