@@ -77,6 +77,7 @@ bool rss_sampler_running();
 void rss_after_fork_child();
 void flush_rss(bool final_sample);
 void count_recorder_bytes(size_t bytes);
+uint64_t anon_bytes_now();  // RssAnon of this instant (one read of /proc/self/statm)
 void flush_log(ThreadLog* log, bool may_pack);
 
 // Call stacks (recorder_stacks.cpp). setup_stacks maps the tables and writes the first module

@@ -68,20 +68,28 @@ void write_rss_locked() {
   g_rss.n = 0;
 }
 
-// Appends one sample of this instant. Caller holds the buffer's lock.
-void sample_locked() {
+// RssAnon and VmRSS of this instant, from /proc/self/statm (size resident shared text lib data
+// dt, in pages; shared = RssFile + RssShmem); false when it cannot be read.
+bool read_statm(uint64_t& anon, uint64_t& rss) {
   char buf[256];
-  if (!read_proc("/proc/self/statm", buf, sizeof buf)) return;
-  // size resident shared text lib data dt, in pages; shared = RssFile + RssShmem.
+  if (!read_proc("/proc/self/statm", buf, sizeof buf)) return false;
   char* p = buf;
   std::strtoull(p, &p, 10);
   const unsigned long long resident = std::strtoull(p, &p, 10);
   const unsigned long long shared = std::strtoull(p, &p, 10);
   const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  anon = (resident - (shared < resident ? shared : resident)) * page;
+  rss = resident * page;
+  return true;
+}
+
+// Appends one sample of this instant. Caller holds the buffer's lock.
+void sample_locked() {
+  uint64_t anon, rss;
+  if (!read_statm(anon, rss)) return;
   if (g_rss.n == kRssBatch) write_rss_locked();
-  g_rss.samples[g_rss.n++] = {__rdtsc(),
-                              (resident - (shared < resident ? shared : resident)) * page,
-                              resident * page, g_recorder_bytes.load(std::memory_order_relaxed)};
+  g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss,
+                              g_recorder_bytes.load(std::memory_order_relaxed)};
 }
 
 // Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
@@ -119,6 +127,12 @@ void* sampler(void*) {
 
 bool rss_sampler_running() {
   return g_sampler_running.load(std::memory_order_relaxed);
+}
+
+uint64_t anon_bytes_now() {
+  uint64_t anon = 0, rss = 0;
+  read_statm(anon, rss);
+  return anon;
 }
 
 void count_recorder_bytes(size_t bytes) {

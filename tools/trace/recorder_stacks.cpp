@@ -52,6 +52,9 @@ struct Stacks {
   Entry* entries = nullptr;                // by id, from 1
   uint64_t* frames = nullptr;
   std::atomic<uint32_t> next_id{1};
+  // One bit per 4 KiB page of `slots` ever written: the table is touched at random, and a memory
+  // sample must count each touched page as the recorder's (not the program's) once.
+  std::atomic<uint64_t> slot_pages[(sizeof(uint64_t) << kSlotBits) / 4096 / 64] = {};
   std::atomic<uint64_t> frames_used{0};
   // Frames in these ranges are skipped while they lead the stack: the recorder itself and the C
   // and C++ runtimes (an operator new is attributed to its caller, a strdup to its caller).
@@ -297,7 +300,7 @@ uint32_t define(const uint64_t* f, uint32_t n) {
   g.entries[id].depth = n;
   g.entries[id].offset = at;
   g.entries[id].ready.store(1, std::memory_order_release);
-  count_recorder_bytes(sizeof(Entry) + n * sizeof *f + sizeof(uint64_t));  // entry, frames, slot
+  count_recorder_bytes(sizeof(Entry) + n * sizeof *f);  // written in order: counted as they fill
   note_module_changes();
   return id;
 }
@@ -312,6 +315,10 @@ uint32_t find_or_add(const uint64_t* f, uint32_t n) {
     if (v == 0) {
       const uint64_t claim = tag << 32 | kPending;
       if (g.slots[i].compare_exchange_strong(v, claim, std::memory_order_acq_rel)) {
+        const uint32_t page = i / (4096 / sizeof(uint64_t));
+        const uint64_t bit = 1ull << (page % 64);
+        if (!(g.slot_pages[page / 64].fetch_or(bit, std::memory_order_relaxed) & bit))
+          count_recorder_bytes(4096);
         const uint32_t id = define(f, n);
         g.slots[i].store(tag << 32 | id, std::memory_order_release);
         return id;
@@ -354,10 +361,24 @@ uint32_t stack_depth() {
   return g.depth;
 }
 
+// libunwind maps a cache of its own in each thread at its first unwind there: that memory is the
+// recorder's, measured around the thread's first unwind (other threads' work in those
+// microseconds may add a little).
+thread_local bool tl_unwound = false;
+
 uint32_t capture_stack() {
   Guard busy;
   uint64_t f[kMaxStackDepth];
-  const uint32_t n = unwind(f);
+  uint32_t n;
+  if (tl_unwound) [[likely]] {
+    n = unwind(f);
+  } else {
+    tl_unwound = true;
+    const uint64_t before = anon_bytes_now();
+    n = unwind(f);
+    const uint64_t after = anon_bytes_now();
+    if (after > before) count_recorder_bytes(after - before);
+  }
   return n ? find_or_add(f, n) : 0;
 }
 
