@@ -204,6 +204,7 @@ void thread_exit(void* p) {
   unlock(log);
   tl_log = nullptr;
   log->owned.store(0, std::memory_order_release);
+  stacks_thread_exit();
   --tl_busy;
 }
 

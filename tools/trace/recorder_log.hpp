@@ -77,6 +77,7 @@ bool rss_sampler_running();
 void rss_after_fork_child();
 void flush_rss(bool final_sample);
 void count_recorder_bytes(size_t bytes);
+void uncount_recorder_bytes(size_t bytes);
 uint64_t anon_bytes_now();  // RssAnon of this instant (one read of /proc/self/statm)
 void flush_log(ThreadLog* log, bool may_pack);
 
@@ -89,6 +90,7 @@ uint32_t stack_depth();
 uint32_t capture_stack();
 void flush_stacks(bool wait);
 void stacks_after_fork_child();
+void stacks_thread_exit();  // from thread_exit: the thread's unwinder cache is no longer counted
 void flush_all(bool take_locks);
 void setup_membarrier();
 void thread_exit(void* log);

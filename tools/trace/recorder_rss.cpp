@@ -139,6 +139,10 @@ void count_recorder_bytes(size_t bytes) {
   g_recorder_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void uncount_recorder_bytes(size_t bytes) {
+  g_recorder_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
 void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
   lock_rss();

@@ -68,6 +68,7 @@ struct Stacks {
   unsigned long long dl_adds = 0, dl_subs = 0;  // dl_iterate_phdr's counters at the last snapshot
   std::atomic<bool> snapshot_due{false};
   char exe[4096] = {};
+  size_t unwinder_bytes = 0;  // libunwind's per-thread cache (capture_stack)
 };
 constinit Stacks g{};
 
@@ -340,6 +341,13 @@ uint32_t find_or_add(const uint64_t* f, uint32_t n) {
 
 }  // namespace
 
+// libunwind keeps a cache of its own for each thread that unwinds (about 270 KiB here): that
+// memory is the recorder's. Its size is measured once, around the first unwind at setup (one
+// thread, nothing else running), and counted for every live thread that has unwound
+// (stacks_thread_exit takes it back), not measured per thread: other threads' allocations in
+// those microseconds would be counted too.
+thread_local bool tl_unwound = false;
+
 void setup_stacks(uint32_t depth, bool frame_pointers) {
   if (depth == 0) return;
   g.slots = static_cast<std::atomic<uint64_t>*>(reserve(sizeof(uint64_t) << kSlotBits));
@@ -352,6 +360,16 @@ void setup_stacks(uint32_t depth, bool frame_pointers) {
   dl_iterate_phdr(learn_skip_ranges, nullptr);
   g.frame_pointers = frame_pointers;
   g.depth = depth > kMaxStackDepth ? kMaxStackDepth : depth;
+  if (!frame_pointers) {  // the size of libunwind's per-thread cache: this thread's first unwind
+    uint64_t warm[kMaxStackDepth + kExtraFrames];
+    const uint64_t before = anon_bytes_now();
+    Guard busy;
+    walk(warm, 4);
+    const uint64_t after = anon_bytes_now();
+    g.unwinder_bytes = after > before ? after - before : 0;
+    tl_unwound = true;
+    count_recorder_bytes(g.unwinder_bytes);
+  }
   lock_writer();
   write_modules_locked();
   unlock_writer();
@@ -361,24 +379,14 @@ uint32_t stack_depth() {
   return g.depth;
 }
 
-// libunwind maps a cache of its own in each thread at its first unwind there: that memory is the
-// recorder's, measured around the thread's first unwind (other threads' work in those
-// microseconds may add a little).
-thread_local bool tl_unwound = false;
-
 uint32_t capture_stack() {
   Guard busy;
   uint64_t f[kMaxStackDepth];
-  uint32_t n;
-  if (tl_unwound) [[likely]] {
-    n = unwind(f);
-  } else {
+  if (!tl_unwound) [[unlikely]] {
     tl_unwound = true;
-    const uint64_t before = anon_bytes_now();
-    n = unwind(f);
-    const uint64_t after = anon_bytes_now();
-    if (after > before) count_recorder_bytes(after - before);
+    count_recorder_bytes(g.unwinder_bytes);
   }
+  const uint32_t n = unwind(f);
   return n ? find_or_add(f, n) : 0;
 }
 
@@ -411,6 +419,12 @@ void flush_stacks(bool wait) {
   write_table_block(kCodecStacks, g.out, static_cast<size_t>(p - g.out), count);
   g.written = id - 1;
   unlock_writer();
+}
+
+void stacks_thread_exit() {
+  if (!tl_unwound) return;
+  tl_unwound = false;
+  uncount_recorder_bytes(g.unwinder_bytes);
 }
 
 void stacks_after_fork_child() {
