@@ -150,11 +150,17 @@ class ReportTest(unittest.TestCase):
         nodes = {(y, t): (x, b) for x, b, y, t in zip(bars["x"], bars["base"], bars["y"], bars["text"])}
         # Callers above callees, each as wide as the allocations under it, children side by side.
         self.assertEqual(nodes[(0, "all")], (1001, 0))
-        self.assertEqual(nodes[(2, "main (a.c:10)")], (900, 0))
-        self.assertEqual(nodes[(3, "parse (a.c:40)")], (600, 0))
-        self.assertEqual(nodes[(3, "emit (a.c:70)")], (300, 600))
-        self.assertEqual(nodes[(2, "main (a.c:12)")], (100, 900))
-        self.assertNotIn((2, "tiny (a.c:99)"), nodes)  # under 0.2% of the whole: not drawn
+        # Bars read "function:line"; the hover has the whole frame.
+        self.assertEqual(nodes[(2, "main:10")], (900, 0))
+        self.assertEqual(nodes[(3, "parse:40")], (600, 0))
+        self.assertEqual(nodes[(3, "emit:70")], (300, 600))
+        self.assertEqual(nodes[(2, "main:12")], (100, 900))
+        self.assertNotIn((2, "tiny:99"), nodes)  # under 0.2% of the whole: not drawn
+        self.assertIn("parse (a.c:40)", bars["hovertext"][3])
+        from allockit_report import sites
+        self.assertEqual(sites._short("std::vector<int, std::allocator<int> >::push_back(int const&) "
+                                      "(/usr/include/c++/12/bits/stl_vector.h:1287)"), "std::vector::push_back:1287")
+        self.assertEqual(sites._short("libz.so.1+0x3f2a"), "libz.so.1+0x3f2a")
         peak = specs["flame_peak"]["data"][0]
         self.assertEqual(peak["x"][0], 5120)
         self.assertIn("parse (a.c:40) &lt;b&gt;", page)  # the top table, escaped

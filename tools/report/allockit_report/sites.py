@@ -24,6 +24,23 @@ def _tree(stacks, metric):
     return root
 
 
+def _short(label):
+    """A bar's text: the function without its parameters and template arguments, and its
+    line (the hover has the whole frame)."""
+    fn, _, where = label.partition(" (")
+    depth, out = 0, []
+    for ch in fn.split("(")[0]:
+        depth += ch == "<"
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ">" and depth > 0
+    name = "".join(out)
+    if len(name) > 40:
+        name = name.split("::")[-1]
+    line = where.rstrip(")").rsplit(":", 1)[-1] if where else ""
+    return f"{name}:{line}" if line.isdigit() else name
+
+
 def _colour(label):
     """A stable warm colour per function (the part before its file and line)."""
     h = zlib.crc32(label.split(" (")[0].encode()) % 360
@@ -41,7 +58,7 @@ def flame_figure(stacks, metric, title, unit):
         xs.append(value)
         bases.append(offset)
         ys.append(depth)
-        texts.append(label)
+        texts.append(_short(label))
         share = 100.0 * value / total if total else 0
         hovers.append(f"{html.escape(label)}<br>{value:,} {unit} ({share:.1f}%)")
         colours.append("#bbbbbb" if depth == 0 else _colour(label))
