@@ -164,6 +164,29 @@ Slab* new_slab(Heap* h, unsigned cls) {
 // at most `most`): carving writes each block's first word, so it touches exactly one new page.
 // (Carving a fixed 4 KiB from just after the header touched two pages per slab, a fault more
 // for every size class a short process uses.)
+#if AK_SECURE
+// Secure build: the carved blocks go on the list in a random order (Fisher-Yates, a per-thread
+// xorshift seeded from the process secret), so an overflow cannot count on which block the
+// program gets next to the one it overflows. Cost: a shuffle of at most 256 indices per page.
+constinit thread_local std::uint64_t tl_carve_rng __attribute__((tls_model("initial-exec"))) = 0;
+
+void link_shuffled(char* from, std::size_t n, std::uint32_t block, PoolBlock*& list) {
+  std::uint16_t order[kCarvePage / 16 + 1];
+  for (std::size_t i = 0; i < n; ++i) order[i] = std::uint16_t(i);
+  std::uint64_t& x = tl_carve_rng;
+  if (x == 0) x = (os::process_secret() ^ addr(&x)) | 1;
+  for (std::size_t i = n - 1; i > 0; --i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(order[i], order[x % (i + 1)]);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* b = reinterpret_cast<PoolBlock*>(from + std::size_t(order[i]) * block);
+    b->next = list;
+    list = b;
+  }
+}
+#endif
+
 void carve(Slab* s, PoolBlock*& list, std::size_t most) {
   char* const from = s->carve.load(std::memory_order_relaxed);
   const std::size_t n_fit = std::size_t(s->end - from) / s->block_size;
@@ -171,6 +194,13 @@ void carve(Slab* s, PoolBlock*& list, std::size_t most) {
   std::size_t n = (page_left + s->block_size - 1) / s->block_size;
   if (n > n_fit) n = n_fit;
   if (n > most) n = most;
+#if AK_SECURE
+  if (s->block_size >= 16 && n <= kCarvePage / 16 + 1) {
+    link_shuffled(from, n, s->block_size, list);
+    s->carve.store(from + n * s->block_size, std::memory_order_relaxed);
+    return;
+  }
+#endif
   char* p = from;
   for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
     reinterpret_cast<PoolBlock*>(p)->next = reinterpret_cast<PoolBlock*>(p + s->block_size);

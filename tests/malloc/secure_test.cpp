@@ -129,6 +129,21 @@ TEST(Secure, LargeBlocksEndAtAGuardPage) {
   EXPECT_FALSE(readable(big + (40 << 20) - 1));
 }
 
+// Blocks of a fresh page come in a random order: an overflow cannot aim at the next block.
+TEST(Secure, AllocationOrderInASlabIsRandom) {
+  std::vector<char*> got;
+  for (int i = 0; i < 200; ++i) got.push_back(static_cast<char*>(ak_malloc(200)));
+  int next_in_line = 0;
+  for (size_t i = 1; i < got.size(); ++i) {
+    const std::ptrdiff_t d = got[i] - got[i - 1];
+    next_in_line += d > 0 && d <= 256;  // the very next block of the class
+  }
+  for (char* p : got) ak_free(p);
+  // In address order all but a few would be (the default build: 198); shuffled in batches of a
+  // refill (a few to a page of blocks), about one in five.
+  EXPECT_LT(next_in_line, 100) << "blocks came in address order";
+}
+
 TEST(Secure, SizedFreesOfTheRightSizePass) {
   const std::size_t sizes[] = {1, 16, 100, 5000, 70 * kKiB, 400 * kKiB};
   for (std::size_t n : sizes) {
