@@ -25,9 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "replay/plan.hpp"
+#include "replay/routes.hpp"
 
 using namespace ak::replay;
 using ak::trace::Op;
@@ -83,33 +83,12 @@ uint64_t rss_anon() {
   return p ? std::strtoull(p + 8, nullptr, 10) * 1024 : 0;
 }
 
-// The pool and arena C ABI of the routes' library (allockit.h), resolved with dlsym.
-struct RouteApi {
-  void* (*pool_create)(size_t, size_t);
-  void* (*pool_alloc)(void*);
-  void (*pool_free)(void*, void*);
-  void (*pool_destroy)(void*);
-  void* (*arena_create)(size_t);
-  void* (*arena_alloc)(void*, size_t, size_t);
-  void (*arena_reset)(void*);
-  void (*arena_destroy)(void*);
-};
-
-// One replay thread's route instances and, when checking, its live blocks per route.
-struct ThreadRoutes {
-  void* inst[kMaxRoutes + 1];
-  int64_t live[kMaxRoutes + 1];
-};
 thread_local ThreadRoutes tl_routes;
 
 struct Shared {
   const PlanHeader* plan;
   const uint64_t* counts;
-  const PlanRoute* routes;
-  RouteApi api;
-  bool check;
-  uint64_t* slot_bytes;  // check: requested bytes of each live slot
-  std::atomic<uint64_t> allocs{0}, frees{0}, live_bytes{0}, peak_live{0};
+  Routes routes;
   const PlanOp* ops;
   std::atomic<uintptr_t>* slots;
   uint32_t* lat;          // ticks, later ns
@@ -161,53 +140,6 @@ inline void* wait_slot(uint32_t slot) {
   return v == 1 ? nullptr : reinterpret_cast<void*>(v);
 }
 
-void* route_instance(uint16_t route) {
-  void*& inst = tl_routes.inst[route];
-  if (!inst) {
-    const PlanRoute& r = g.routes[route - 1];
-    inst = r.kind == kRoutePool ? g.api.pool_create(r.block_size, r.align) : g.api.arena_create(0);
-    if (!inst) die("cannot create a routed pool or arena");
-  }
-  return inst;
-}
-
-// A routed call: the block from or back to its route's instance (created before the timer).
-inline void* routed_call(const PlanOp& op, void* old, void* inst) {
-  const PlanRoute& r = g.routes[op.route - 1];
-  const bool pool = r.kind == kRoutePool;
-  if (op.slot == kNone) {  // a free
-    if (pool) g.api.pool_free(inst, old);
-    if (op.flags & kResetAfter) g.api.arena_reset(inst);
-    return nullptr;
-  }
-  const uint64_t bytes = op_bytes(op);
-  void* p = pool ? g.api.pool_alloc(inst) : g.api.arena_alloc(inst, bytes ? bytes : 1, r.align);
-  if (p && static_cast<Op>(op.kind) == Op::kCalloc) std::memset(p, 0, bytes);
-  return p;
-}
-
-// Check mode: the bookkeeping that proves a routed plan frees every block once and keeps the
-// journal's live bytes (outside the timed window).
-void check_op(const PlanOp& op, void* p) {
-  if (op.old_slot != kNone) {
-    g.frees.fetch_add(1, std::memory_order_relaxed);
-    g.live_bytes.fetch_sub(g.slot_bytes[op.old_slot], std::memory_order_relaxed);
-    if (op.flags & kRouted) --tl_routes.live[op.route];
-  }
-  if ((op.flags & kResetAfter) && tl_routes.live[op.route] != 0)
-    die("an arena reset would free blocks still live: the routing breaks the journal");
-  if (op.slot != kNone && p) {
-    const uint64_t bytes = op_bytes(op);
-    g.slot_bytes[op.slot] = bytes;
-    g.allocs.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t live = g.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    uint64_t peak = g.peak_live.load(std::memory_order_relaxed);
-    while (live > peak && !g.peak_live.compare_exchange_weak(peak, live)) {
-    }
-    if (op.flags & kRouted) ++tl_routes.live[op.route];
-  }
-}
-
 // After a call: its latency and start, the touch, the slot, progress.
 template <bool kTouch>
 [[gnu::always_inline]] inline void finish_op(ThreadArg* arg, const PlanOp& op, uint64_t i,
@@ -216,8 +148,8 @@ template <bool kTouch>
   uint64_t d = t1 - t0;
   lat[i] = d > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(d);
   trel[i] = static_cast<uint32_t>((t0 - g.tsc0) >> 10);
-  if (g.check) [[unlikely]]
-    check_op(op, p);
+  if (g.routes.check && !g.routes.check_op(tl_routes, op, p)) [[unlikely]]
+    die("an arena reset would free blocks still live: the routing breaks the journal");
   if (op.slot != kNone) {
     if (kTouch && p) {
       uint64_t a = tsc_begin();
@@ -267,9 +199,10 @@ void replay_ops(ThreadArg* arg) {
     }
     void* p = nullptr;
     if (op.flags & kRouted) [[unlikely]] {
-      void* inst = route_instance(op.route);
+      void* inst = g.routes.instance(tl_routes, op.route);
+      if (!inst) die("cannot create a routed pool or arena");
       uint64_t t0 = tsc_begin();
-      p = routed_call(op, old, inst);
+      p = g.routes.call(op, old, inst);
       uint64_t t1 = tsc_end();
       finish_op<kTouch>(arg, op, i, t0, t1, p, lat, trel, touch_ticks);
       continue;
@@ -312,12 +245,7 @@ void replay_ops(ThreadArg* arg) {
   }
   g.progress->fetch_add(n & 0xffff, std::memory_order_relaxed);
   g.touch_ticks[arg->index] = touch_ticks;
-  for (uint32_t r = 1; r <= g.plan->routes; ++r) {  // the thread's pools and arenas, untimed
-    void*& inst = tl_routes.inst[r];
-    if (!inst) continue;
-    g.routes[r - 1].kind == kRoutePool ? g.api.pool_destroy(inst) : g.api.arena_destroy(inst);
-    inst = nullptr;
-  }
+  g.routes.destroy(tl_routes);  // untimed
 }
 
 void* replay_thread(void* raw) {
@@ -441,10 +369,10 @@ int main(int argc, char** argv) {
   if (std::memcmp(g.plan->magic, kPlanMagic, 8) != 0) die("not a replay plan");
   uint32_t nt = g.plan->threads;
   g.counts = reinterpret_cast<const uint64_t*>(g.plan + 1);
-  g.routes = reinterpret_cast<const PlanRoute*>(g.counts + nt);
-  const uint32_t nroutes = g.plan->routes;
+  g.routes.table = reinterpret_cast<const PlanRoute*>(g.counts + nt);
+  const uint32_t nroutes = g.routes.count = g.plan->routes;
   if (nroutes > kMaxRoutes) die("plan has too many routes");
-  g.ops = reinterpret_cast<const PlanOp*>(g.routes + nroutes);
+  g.ops = reinterpret_cast<const PlanOp*>(g.routes.table + nroutes);
   uint64_t nops = g.plan->ops;
   if (sizeof(PlanHeader) + nt * 8 + nroutes * sizeof(PlanRoute) + nops * sizeof(PlanOp) !=
       static_cast<uint64_t>(st.st_size))
@@ -452,28 +380,13 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < nops; ++i)
     if ((g.ops[i].flags & kRouted) && (g.ops[i].route == 0 || g.ops[i].route > nroutes))
       die("plan op names a route it does not have");
-  if (nroutes) {
-    const char* lib = getenv("ALLOCKIT_REPLAY_ROUTES");
-    void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : nullptr;
-    if (!h) die("the plan has routes: ALLOCKIT_REPLAY_ROUTES must name liballockit-prefixed.so");
-    auto sym = [&](auto& f, const char* name) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(h, name));
-      if (!f) die("the routes' library lacks the pool and arena C API");
-    };
-    sym(g.api.pool_create, "ak_pool_create");
-    sym(g.api.pool_alloc, "ak_pool_alloc");
-    sym(g.api.pool_free, "ak_pool_free");
-    sym(g.api.pool_destroy, "ak_pool_destroy");
-    sym(g.api.arena_create, "ak_arena_create");
-    sym(g.api.arena_alloc, "ak_arena_alloc");
-    sym(g.api.arena_reset, "ak_arena_reset");
-    sym(g.api.arena_destroy, "ak_arena_destroy");
-  }
+  if (nroutes)
+    if (const char* err = g.routes.load(getenv("ALLOCKIT_REPLAY_ROUTES"))) die(err);
   const char* check = getenv("ALLOCKIT_REPLAY_CHECK");
-  g.check = check && check[0] == '1';
+  g.routes.check = check && check[0] == '1';
 
   g.slots = static_cast<std::atomic<uintptr_t>*>(map_zero(g.plan->slots * sizeof(uintptr_t)));
-  if (g.check) g.slot_bytes = static_cast<uint64_t*>(map_zero(g.plan->slots * 8));
+  if (g.routes.check) g.routes.slot_bytes = static_cast<uint64_t*>(map_zero(g.plan->slots * 8));
   g.lat = static_cast<uint32_t*>(map_zero(nops * 4));
   g.t_rel = static_cast<uint32_t*>(map_zero(nops * 4));
   g.touch_ticks = static_cast<uint64_t*>(map_zero(nt * 8 + 8));
@@ -578,9 +491,9 @@ int main(int argc, char** argv) {
       static_cast<double>(wall_ns) * 1e-9, static_cast<double>(touch_ticks) * g.ns_per_tick * 1e-9,
       static_cast<unsigned long long>(g_rss.baseline), static_cast<unsigned long long>(g_rss.peak),
       static_cast<unsigned long long>(final_rss), g.speed, argv[4], nroutes,
-      g.check ? "true" : "false", static_cast<unsigned long long>(g.allocs.load()),
-      static_cast<unsigned long long>(g.frees.load()),
-      static_cast<unsigned long long>(g.peak_live.load()));
+      g.routes.check ? "true" : "false", static_cast<unsigned long long>(g.routes.allocs.load()),
+      static_cast<unsigned long long>(g.routes.frees.load()),
+      static_cast<unsigned long long>(g.routes.peak_live.load()));
   write_file(dir, "worker.json", json, static_cast<size_t>(n));
   return 0;
 }
