@@ -252,7 +252,13 @@ std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
 // Checked blocks never enter a bin: every allocation and free of them takes the slow path.
 void* take_checked_block(Slab* s) {
   PoolBlock*& list = s->checked_free;
-  if (list == nullptr && s->carve.load(std::memory_order_relaxed) != s->end) carve(s, list, 1);
+#if AK_SECURE
+  constexpr std::size_t kCarveAtOnce = kCarvePage;  // a page's blocks, shuffled (carve)
+#else
+  constexpr std::size_t kCarveAtOnce = 1;
+#endif
+  if (list == nullptr && s->carve.load(std::memory_order_relaxed) != s->end)
+    carve(s, list, kCarveAtOnce);
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
   list = b->next;
