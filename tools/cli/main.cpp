@@ -269,15 +269,6 @@ int cmd_report(const Args& a) {
                            "); install it: sudo apt-get install python3 python3-numpy");
 }
 
-int parse_stack_depth(const std::string& v) {
-  char* end = nullptr;
-  errno = 0;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || n < 0 || n > 64)
-    throw UsageError("record: --stack takes a frame count from 0 to 64, not '" + v + "'");
-  return static_cast<int>(n);
-}
-
 uint64_t parse_count(const std::string& what, const std::string& v, uint64_t lo, uint64_t hi) {
   char* end = nullptr;
   errno = 0;
@@ -287,6 +278,24 @@ uint64_t parse_count(const std::string& what, const std::string& v, uint64_t lo,
                      std::to_string(hi) + ", not '" + v + "'");
   return n;
 }
+
+// A journal loaded for its call sites (top, advise): events, timeline and symbols, the latter
+// also from each --debug-dir.
+struct SiteInput {
+  trace::Trace trace;
+  trace::Timeline tl;
+  trace::Symbolizer sym;
+  explicit SiteInput(const Args& a)
+      : trace(trace::load_trace(a.pos[0])),
+        tl(trace::resolve(trace)),
+        sym(trace.modules, debug_dirs(a), trace.names) {}
+  static std::vector<std::string> debug_dirs(const Args& a) {
+    std::vector<std::string> dirs;
+    for (const auto& [k, v] : a.opts)
+      if (k == "--debug-dir") dirs.push_back(v);
+    return dirs;
+  }
+};
 
 int cmd_top(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("top takes one journal");
@@ -313,14 +322,9 @@ int cmd_top(const Args& a) {
     throw UsageError("--sort takes calls, bytes, peak, temporary, leaked or lifetime, not '" +
                      sort + "'");
   const size_t rows = parse_count("-n", a.get("-n", "20"), 1, UINT32_MAX);
-  std::vector<std::string> dirs;
-  for (const auto& [k, v] : a.opts)
-    if (k == "--debug-dir") dirs.push_back(v);
-  trace::JournalReader reader(a.pos[0]);
-  const trace::Trace t = trace::load_trace(reader);
-  const trace::Timeline tl = trace::resolve(t);
-  trace::Symbolizer sym(t.modules, dirs, t.names);
-  const trace::SiteTable table = trace::top_sites(t, tl, sym, o);
+  SiteInput in(a);
+  const trace::Trace& t = in.trace;
+  const trace::SiteTable table = trace::top_sites(t, in.tl, in.sym, o);
   const std::string out =
       a.has("--json") ? trace::sites_json(table, rows) : trace::sites_text(table, rows, o);
   std::fputs(out.c_str(), stdout);
@@ -335,24 +339,17 @@ int cmd_advise(const Args& a) {
   if (a.pos.size() != 1) throw UsageError("advise takes one journal");
   replay::AdviceOptions ao;
   ao.max_sites = parse_count("-n", a.get("-n", "10"), 1, 1000);
-  Args with_defaults = a;  // the what-if's defaults: 3 runs, pages touched as a program would
+  Args with_defaults = a;  // the what-if's default: 3 runs
   if (!a.has("--repeat")) with_defaults.opts.emplace_back("--repeat", "3");
-  if (!a.has("--touch")) with_defaults.opts.emplace_back("--touch", "page");
   const replay::ReplayOptions ro = replay_options(with_defaults);
   const replay::AllocatorSpec alloc = replay::find_allocator(a.get("--allocator", "glibc"));
-  std::vector<std::string> dirs;
-  for (const auto& [k, v] : a.opts)
-    if (k == "--debug-dir") dirs.push_back(v);
   const std::string out = a.get("--out", "advice");
-  trace::JournalReader reader(a.pos[0]);
-  const trace::Trace t = trace::load_trace(reader);
-  const trace::Timeline tl = trace::resolve(t);
-  trace::Symbolizer sym(t.modules, dirs, t.names);
-  const replay::Advice advice = replay::advise(t, tl, sym, ao);
+  SiteInput in(a);
+  const replay::Advice advice = replay::advise(in.trace, in.tl, in.sym, ao);
   mkdir(out.c_str(), 0755);
   std::unique_ptr<replay::WhatIf> w;
   if (!a.has("--no-replay") && !advice.routing.routes.empty())
-    w = std::make_unique<replay::WhatIf>(replay::measure(t, tl, advice, alloc, ro, out));
+    w = std::make_unique<replay::WhatIf>(replay::measure(in.trace, in.tl, advice, alloc, ro, out));
   const std::string text = replay::advice_text(advice, w.get());
   std::fputs(text.c_str(), stdout);
   std::ofstream(out + "/advice.json") << replay::advice_json(advice, w.get());
@@ -378,7 +375,7 @@ int cmd_record(int argc, char** argv) {
     else if (s == "--follow-forks")
       o.follow_forks = true;
     else if (s == "--stack" && i + 1 < argc)
-      o.stack_depth = parse_stack_depth(argv[++i]);
+      o.stack_depth = static_cast<int>(parse_count("record: --stack", argv[++i], 0, 64));
     else if (s == "--unwind" && i + 1 < argc) {
       o.unwind = argv[++i];
       if (o.unwind != "libunwind" && o.unwind != "fp")

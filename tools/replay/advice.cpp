@@ -4,7 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <unordered_map>
+
+#include "trace/format.hpp"
 
 namespace ak::replay {
 
@@ -62,26 +63,24 @@ bool one_class(uint64_t lo, uint64_t hi) {
   return hi <= 512 ? (hi + 15) / 16 == (lo + 15) / 16 || hi - lo < 16 : hi - lo <= hi / 8;
 }
 
-std::string bytes_text(uint64_t b) {
-  char buf[32];
-  if (b >= (1u << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1u << 20));
-  else if (b >= 4096)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
-
 // Groups of one site's blocks on one thread (freed slots in allocation order; a block never freed
 // cannot be in an arena that is ever reset, so leaked ones are left to malloc): each group's
-// lifetimes end before the next group's first allocation. Marks each group's last-freed slot.
-// `held` is what arenas would hold: per group the bytes allocated, against the most the group
-// had live at once (`live`); a long-lived block that keeps a group open makes them differ.
+// lifetimes end before the next group's first allocation; `ends` holds each group's last-freed
+// slot, where an arena would be reset. `held` is what arenas would hold: per group the bytes
+// allocated, against the most the group had live at once (`live`); a long-lived block that keeps
+// a group open makes them differ.
 struct GroupScan {
   uint64_t groups = 0, blocks = 0;
   uint64_t held = 0, live = 0;
   uint64_t worst_held = 0, worst_live = 0;  // the group holding most beyond its live bytes
+  std::vector<uint32_t> ends;
+
+  void merge(const GroupScan& o) {
+    groups += o.groups, blocks += o.blocks, held += o.held, live += o.live;
+    if (o.worst_held - o.worst_live > worst_held - worst_live)
+      worst_held = o.worst_held, worst_live = o.worst_live;
+    ends.insert(ends.end(), o.ends.begin(), o.ends.end());
+  }
 };
 
 uint64_t peak_live(const std::vector<uint32_t>& group, const trace::Timeline& tl) {
@@ -96,15 +95,14 @@ uint64_t peak_live(const std::vector<uint32_t>& group, const trace::Timeline& tl
   return static_cast<uint64_t>(peak);
 }
 
-GroupScan scan_groups(const std::vector<uint32_t>& slots, const trace::Timeline& tl,
-                      std::vector<uint8_t>* reset_after_free) {
+GroupScan scan_groups(const std::vector<uint32_t>& slots, const trace::Timeline& tl) {
   GroupScan g;
   std::vector<uint32_t> group;
   uint64_t end = 0;
   uint32_t last = kNoSlot;
   auto close = [&] {
     if (group.empty()) return;
-    if (reset_after_free) (*reset_after_free)[last] = 1;
+    g.ends.push_back(last);
     uint64_t bytes = 0;
     for (uint32_t s : group) bytes += tl.slot_bytes[s];
     const uint64_t live = peak_live(group, tl);
@@ -140,14 +138,12 @@ Advice advise(const trace::Trace& trace, const trace::Timeline& tl, trace::Symbo
               const AdviceOptions& opt) {
   const trace::SiteOptions by_site{trace::SiteKey::kSite, 1, trace::SiteSort::kCalls};
   const trace::SiteGroups sg = trace::group_sites(trace, tl, sym, by_site);
-  const trace::SiteTable table = trace::top_sites(trace, tl, sym, by_site);
+  const trace::SiteTable table = trace::top_sites(trace, tl, sg, sym, by_site.sort);
   const SlotFacts facts = slot_facts(trace, tl);
   Advice out;
   out.allocations = tl.slots;
   out.routing.slot_route.assign(tl.slots, 0);
   out.routing.reset_after_free.assign(tl.slots, 0);
-  std::unordered_map<std::string, uint32_t> group_of;
-  for (uint32_t k = 0; k < sg.names.size(); ++k) group_of[sg.names[k]] = k;
   std::vector<std::vector<uint32_t>> slots_of(sg.names.size());
   for (uint32_t s = 0; s < tl.slots; ++s) slots_of[sg.slot_group[s]].push_back(s);
 
@@ -156,7 +152,7 @@ Advice advise(const trace::Trace& trace, const trace::Timeline& tl, trace::Symbo
     if (row.calls < opt.min_calls ||
         static_cast<double>(row.calls) < opt.min_share * static_cast<double>(tl.slots))
       continue;
-    const std::vector<uint32_t>& slots = slots_of[group_of.at(row.name)];
+    const std::vector<uint32_t>& slots = slots_of[row.group];
     SiteAdvice a;
     a.site = row.name;
     a.calls = row.calls;
@@ -184,26 +180,21 @@ Advice advise(const trace::Trace& trace, const trace::Timeline& tl, trace::Symbo
     std::vector<std::vector<uint32_t>> per_thread(trace.threads.size());
     for (uint32_t s : slots) per_thread[tl.slot_thread[s]].push_back(s);
     GroupScan all;
-    for (const auto& ts : per_thread) {
-      const GroupScan g = scan_groups(ts, tl, nullptr);
-      all.groups += g.groups;
-      all.held += g.held;
-      all.live += g.live;
-      if (g.worst_held - g.worst_live > all.worst_held - all.worst_live)
-        all.worst_held = g.worst_held, all.worst_live = g.worst_live;
-    }
+    for (const auto& ts : per_thread) all.merge(scan_groups(ts, tl));
     a.groups = all.groups;
     if (unroutable.empty() && !arena_fits(all) && (a.temporary_share >= 0.9 || a.groups >= 2))
-      arena_note = "an arena reset per group would hold " + bytes_text(all.held) + " against " +
-                   bytes_text(all.live) + " live (a long-lived block keeps its group open)";
-    a.mean_group = a.groups ? static_cast<double>(slots.size()) / static_cast<double>(a.groups) : 0;
+      arena_note = "an arena reset per group would hold " + trace::human_bytes(all.held) +
+                   " against " + trace::human_bytes(all.live) +
+                   " live (a long-lived block keeps its group open)";
+    a.mean_group = a.groups ? static_cast<double>(all.blocks) / static_cast<double>(a.groups) : 0;
     char why[256];
     if (reallocs * 2 >= slots.size()) {
       a.pattern = Pattern::kGrowth;
       std::snprintf(why, sizeof why, "%llu of %llu blocks come from realloc, up to %s",
                     static_cast<unsigned long long>(reallocs),
-                    static_cast<unsigned long long>(a.calls), bytes_text(a.max_size).c_str());
-      a.change = "reserve " + bytes_text(a.max_size) +
+                    static_cast<unsigned long long>(a.calls),
+                    trace::human_bytes(a.max_size).c_str());
+      a.change = "reserve " + trace::human_bytes(a.max_size) +
                  " up front (std::vector::reserve, or one allocation of the final size) instead "
                  "of growing by realloc";
       a.not_routed = "a reserve changes the sizes asked for; not replayed";
@@ -221,7 +212,7 @@ Advice advise(const trace::Trace& trace, const trace::Timeline& tl, trace::Symbo
       std::snprintf(why, sizeof why,
                     "%.0f%% of the blocks are freed before their thread allocates again",
                     100 * a.temporary_share);
-      a.change = "use a stack buffer (" + bytes_text(a.max_size) +
+      a.change = "use a stack buffer (" + trace::human_bytes(a.max_size) +
                  " at most) or an ak::Arena as scratch, reset after use";
     } else if (one_class(a.min_size, a.max_size) && freed * 2 >= slots.size()) {
       a.pattern = Pattern::kFixedSize;
@@ -259,7 +250,7 @@ Advice advise(const trace::Trace& trace, const trace::Timeline& tl, trace::Symbo
       for (uint32_t s : slots)  // an arena takes the blocks that are freed (scan_groups)
         if (pool || tl.slot_died_ns[s] != UINT64_MAX) out.routing.slot_route[s] = a.route;
       if (arena)
-        for (const auto& ts : per_thread) scan_groups(ts, tl, &out.routing.reset_after_free);
+        for (uint32_t s : all.ends) out.routing.reset_after_free[s] = 1;
     }
     out.sites.push_back(std::move(a));
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "trace/format.hpp"
 #include "trace/json.hpp"
 #include "trace/stats.hpp"
 
@@ -45,12 +46,6 @@ uint64_t peak_of(const Curve& c) {
   uint64_t m = 0;
   for (const auto& p : c) m = std::max(m, p.second);
   return m;
-}
-
-std::string mib(uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
-  return b;
 }
 
 }  // namespace
@@ -120,8 +115,8 @@ std::string fidelity_line(const Fidelity& f, const std::string& recorded_allocat
                 "Fidelity (%s, the recorded allocator): peak heap RssAnon recorded %s, replayed "
                 "%s (%.2fx); largest gap between the two curves %s (each run's time scaled to "
                 "its length)\n",
-                f.allocator.c_str(), mib(f.recorded_peak).c_str(), mib(f.replayed_peak).c_str(),
-                f.ratio, mib(f.largest_gap).c_str());
+                f.allocator.c_str(), trace::mib(f.recorded_peak).c_str(),
+                trace::mib(f.replayed_peak).c_str(), f.ratio, trace::mib(f.largest_gap).c_str());
   return b;
 }
 

@@ -35,8 +35,7 @@ struct Routes {
   const PlanRoute* table = nullptr;  // route id r is table[r - 1]
   uint32_t count = 0;
   bool check = false;
-  uint64_t* slot_bytes = nullptr;  // check: requested bytes of each live slot
-  std::atomic<uint64_t> allocs{0}, frees{0}, live_bytes{0}, peak_live{0};
+  std::atomic<uint64_t> allocs{0}, frees{0};
 
   // Resolves the C ABI from the library at `path`; an error message, or null.
   const char* load(const char* path) {
@@ -84,23 +83,16 @@ struct Routes {
     return p;
   }
 
-  // Check mode, after op returned `p`: counts and live bytes. False when the op reset an arena
-  // that still held a live block of this thread's route.
+  // Check mode, after op returned `p`: counts the allocations and frees made. False when the op
+  // reset an arena that still held a live block of this thread's route.
   bool check_op(ThreadRoutes& t, const PlanOp& op, void* p) {
     if (op.old_slot != kNone) {
       frees.fetch_add(1, std::memory_order_relaxed);
-      live_bytes.fetch_sub(slot_bytes[op.old_slot], std::memory_order_relaxed);
       if (op.flags & kRouted) --t.live[op.route];
     }
     if ((op.flags & kResetAfter) && t.live[op.route] != 0) return false;
     if (op.slot != kNone && p) {
-      const uint64_t bytes = op_bytes(op);
-      slot_bytes[op.slot] = bytes;
       allocs.fetch_add(1, std::memory_order_relaxed);
-      const uint64_t live = live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-      uint64_t peak = peak_live.load(std::memory_order_relaxed);
-      while (live > peak && !peak_live.compare_exchange_weak(peak, live)) {
-      }
       if (op.flags & kRouted) ++t.live[op.route];
     }
     return true;

@@ -106,6 +106,7 @@ std::string run_worker(const std::string& plan, const AllocatorSpec& a, const Re
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.emplace_back(*e);
   if (!a.preload.empty()) env.push_back("LD_PRELOAD=" + a.preload);
+  env.insert(env.end(), opt.env.begin(), opt.env.end());
   std::vector<char*> argv, envp;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -217,6 +218,8 @@ ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
     r.floor_min_ns = json_field(w, "min");
     r.floor_mean_ns = json_field(w, "mean");
     r.peak_rss = std::max(r.peak_rss, static_cast<uint64_t>(json_field(w, "peak_rss_bytes")));
+    r.checked_allocs = static_cast<uint64_t>(json_field(w, "allocs"));
+    r.checked_frees = static_cast<uint64_t>(json_field(w, "frees"));
     std::string s = read_file(dir + "/samples.bin");
     uint64_t n = 0;
     if (s.size() < 16 || std::memcmp(s.data(), kSamplesMagic, 8) != 0 ||
@@ -226,6 +229,10 @@ ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
     }
     r.ops = n;
     const auto* lat = reinterpret_cast<const uint32_t*>(s.data() + 16);
+    if (opt.keep_latencies) {
+      r.latency_ns.resize(n);
+      std::memcpy(r.latency_ns.data(), lat, n * 4);
+    }
     const auto* kind = reinterpret_cast<const uint8_t*>(s.data() + 16 + n * 12);
     for (uint64_t i = 0; i < n; ++i) {
       uint32_t v;

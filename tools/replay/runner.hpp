@@ -22,6 +22,8 @@ struct ReplayOptions {
   std::string touch = "page";  // the CLI's default (main.cpp says why)
   int repeat = 1;
   bool progress = false;
+  std::vector<std::string> env;  // NAME=VALUE set for the workers beside the caller's environment
+  bool keep_latencies = false;   // ReplayResult::latency_ns: the last run's, in plan order
 };
 
 inline constexpr int kPercentiles = 14;
@@ -45,6 +47,9 @@ struct ReplayResult {
   uint64_t peak_rss = 0, peak_live = 0;
   double overhead = 0;  // peak RSS / peak live bytes
   std::vector<KindSummary> kinds;
+  std::vector<uint32_t> latency_ns;  // with ReplayOptions::keep_latencies
+  // With ALLOCKIT_REPLAY_CHECK=1 in ReplayOptions::env: the last run's allocations and frees.
+  uint64_t checked_allocs = 0, checked_frees = 0;
 };
 
 // Sorts `v` and summarises it: count, mean and the kPercentiles percentiles.

@@ -4,12 +4,9 @@
 #include "replay/whatif.hpp"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "trace/format.hpp"
 #include "trace/json.hpp"
 #include "trace/paths.hpp"
 
@@ -22,38 +19,11 @@ namespace {
 
 constexpr size_t kMaxSiteRuns = 8;  // sites measured alone (peak RSS each)
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-uint64_t field(const std::string& json, const char* key) {
-  const std::string k = std::string("\"") + key + "\": ";
-  const size_t at = json.find(k);
-  return at == std::string::npos ? 0 : std::strtoull(json.c_str() + at + k.size(), nullptr, 10);
-}
-
-struct Run {
-  ReplayResult result;
-  std::string worker_json;
-  std::vector<uint32_t> latency;  // ns, plan order
-};
-
-Run run_one(const std::string& plan, const AllocatorSpec& alloc, const ReplayOptions& opt,
-            uint64_t peak_live, const std::string& dir) {
-  Run r;
-  ReplayOptions one = opt;
-  one.repeat = 1;
-  r.result = run_replay(plan, alloc, one, peak_live, dir);
-  if (!r.result.ok) throw std::runtime_error(dir + ": " + r.result.error);
-  r.worker_json = slurp(dir + "/worker.json");
-  const std::string s = slurp(dir + "/samples.bin");
-  uint64_t n = 0;
-  std::memcpy(&n, s.data() + 8, 8);
-  r.latency.resize(n);
-  std::memcpy(r.latency.data(), s.data() + 16, n * 4);
+// One replay of `plan`, its latencies kept; throws when it fails.
+ReplayResult run_one(const std::string& plan, const AllocatorSpec& alloc, const ReplayOptions& opt,
+                     uint64_t peak_live, const std::string& dir) {
+  ReplayResult r = run_replay(plan, alloc, opt, peak_live, dir);
+  if (!r.ok) throw std::runtime_error(dir + ": " + r.error);
   return r;
 }
 
@@ -62,12 +32,6 @@ std::string pct_text(const KindSummary& k) {
   std::snprintf(b, sizeof b, "%.0f / %.0f / %.0f ns", k.pct_ns[kP50], k.pct_ns[kP99],
                 k.pct_ns[kP999]);
   return b;
-}
-
-std::string mib(uint64_t b) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(b) / 1048576.0);
-  return s;
 }
 
 std::string summary_json(const KindSummary& k) {
@@ -93,36 +57,36 @@ WhatIf measure(const trace::Trace& trace, const trace::Timeline& tl, const Advic
       const Routing one = only_route(advice.routing, r);
       write_plan(trace, tl, dir + "/plan.site" + std::to_string(r), &one, true);
     }
-  setenv("ALLOCKIT_REPLAY_ROUTES", trace::tool_paths().prefixed.c_str(), 1);
-  setenv("ALLOCKIT_REPLAY_CHECK", "1", 1);
+  ReplayOptions one = opt;  // one run at a time, taking turns; latencies kept, counts checked
+  one.repeat = 1;
+  one.keep_latencies = true;
+  one.env.push_back("ALLOCKIT_REPLAY_ROUTES=" + trace::tool_paths().prefixed);
+  one.env.push_back("ALLOCKIT_REPLAY_CHECK=1");
   std::vector<uint32_t> before, after;
   std::vector<std::vector<uint32_t>> r_before(nroutes), r_after(nroutes);
-  std::string base_check, all_check;
+  ReplayResult b, a;
   for (int rep = 0; rep < std::max(1, opt.repeat); ++rep) {
-    Run b = run_one(dir + "/plan.base", alloc, opt, tl.peak_live_bytes, dir + "/base");
-    Run a = run_one(dir + "/plan.all", alloc, opt, tl.peak_live_bytes, dir + "/all");
-    if (b.latency.size() != op_routes.size() || a.latency.size() != op_routes.size())
+    b = run_one(dir + "/plan.base", alloc, one, tl.peak_live_bytes, dir + "/base");
+    a = run_one(dir + "/plan.all", alloc, one, tl.peak_live_bytes, dir + "/all");
+    if (b.latency_ns.size() != op_routes.size() || a.latency_ns.size() != op_routes.size())
       throw std::runtime_error("a replay wrote samples of another plan");
     for (size_t i = 0; i < op_routes.size(); ++i) {
-      before.push_back(b.latency[i]);
-      after.push_back(a.latency[i]);
+      before.push_back(b.latency_ns[i]);
+      after.push_back(a.latency_ns[i]);
       if (op_routes[i]) {
-        r_before[op_routes[i] - 1].push_back(b.latency[i]);
-        r_after[op_routes[i] - 1].push_back(a.latency[i]);
+        r_before[op_routes[i] - 1].push_back(b.latency_ns[i]);
+        r_after[op_routes[i] - 1].push_back(a.latency_ns[i]);
       }
     }
-    w.rss_before = std::max(w.rss_before, b.result.peak_rss);
-    w.rss_after = std::max(w.rss_after, a.result.peak_rss);
-    base_check = b.worker_json, all_check = a.worker_json;
+    w.rss_before = std::max(w.rss_before, b.peak_rss);
+    w.rss_after = std::max(w.rss_after, a.peak_rss);
     for (uint16_t r = 1; alone && r <= nroutes; ++r) {
-      Run s = run_one(dir + "/plan.site" + std::to_string(r), alloc, opt, tl.peak_live_bytes,
-                      dir + "/site" + std::to_string(r));
-      w.routes[r - 1].rss_after = std::max(w.routes[r - 1].rss_after, s.result.peak_rss);
+      const ReplayResult s = run_one(dir + "/plan.site" + std::to_string(r), alloc, one,
+                                     tl.peak_live_bytes, dir + "/site" + std::to_string(r));
+      w.routes[r - 1].rss_after = std::max(w.routes[r - 1].rss_after, s.peak_rss);
     }
     ++w.runs;
   }
-  unsetenv("ALLOCKIT_REPLAY_ROUTES");
-  unsetenv("ALLOCKIT_REPLAY_CHECK");
   std::remove((dir + "/plan.base").c_str());  // the plans are as large as the journal's ops
   std::remove((dir + "/plan.all").c_str());
   for (uint16_t r = 1; alone && r <= nroutes; ++r)
@@ -143,8 +107,8 @@ WhatIf measure(const trace::Trace& trace, const trace::Timeline& tl, const Advic
     ++expect_allocs;
     if (tl.slot_died_ns[s] != UINT64_MAX) ++expect_frees;
   }
-  const uint64_t allocs = field(base_check, "allocs"), frees = field(base_check, "frees");
-  const uint64_t r_allocs = field(all_check, "allocs"), r_frees = field(all_check, "frees");
+  const uint64_t allocs = b.checked_allocs, frees = b.checked_frees;
+  const uint64_t r_allocs = a.checked_allocs, r_frees = a.checked_frees;
   w.verified = allocs == r_allocs && frees == r_frees && r_allocs == expect_allocs &&
                r_frees == expect_frees;
   w.check = "the journal's " + std::to_string(expect_allocs) + " allocations and " +
@@ -161,7 +125,7 @@ std::string advice_text(const Advice& a, const WhatIf* w) {
   int n = 0;
   for (const SiteAdvice& s : a.sites) {
     std::snprintf(buf, sizeof buf, "%d. %s\n   %llu calls, %s; %s: %s\n", ++n, s.site.c_str(),
-                  static_cast<unsigned long long>(s.calls), mib(s.bytes).c_str(),
+                  static_cast<unsigned long long>(s.calls), trace::mib(s.bytes).c_str(),
                   pattern_name(s.pattern), s.why.c_str());
     o += buf;
     if (!s.change.empty()) o += "   change: " + s.change + "\n";
@@ -170,7 +134,7 @@ std::string advice_text(const Advice& a, const WhatIf* w) {
       const RouteFigures& f = w->routes[s.route - 1];
       o += "   measured (" + w->allocator +
            ", p50 / p99 / p99.9 of its calls): " + pct_text(f.before) + " -> " + pct_text(f.after) +
-           "; peak RSS " + mib(f.rss_before) + " -> " + mib(f.rss_after) + "\n";
+           "; peak RSS " + trace::mib(f.rss_before) + " -> " + trace::mib(f.rss_after) + "\n";
     }
     o += "\n";
   }
@@ -178,7 +142,7 @@ std::string advice_text(const Advice& a, const WhatIf* w) {
   if (w) {
     o += "All advice taken (" + std::to_string(w->runs) + " runs each, " + w->allocator +
          "): every call " + pct_text(w->before) + " -> " + pct_text(w->after) + "; peak RSS " +
-         mib(w->rss_before) + " -> " + mib(w->rss_after) + "\n";
+         trace::mib(w->rss_before) + " -> " + trace::mib(w->rss_after) + "\n";
     o += std::string("Semantics ") + (w->verified ? "kept" : "NOT kept") + ": " + w->check + "\n";
   }
   return o;

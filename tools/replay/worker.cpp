@@ -4,8 +4,8 @@
 // Usage: allockit-replay PLAN OUTDIR SPEED TOUCH   (SPEED 0 = max; TOUCH none|page|full)
 // A plan with routes (`allockit advise`) sends the routed blocks to pools and arenas of the
 // library ALLOCKIT_REPLAY_ROUTES names (liballockit-prefixed), one instance per thread, created
-// and destroyed outside the timed calls. ALLOCKIT_REPLAY_CHECK=1 counts allocations, frees and
-// live requested bytes, and stops at an arena reset that would free a live block.
+// and destroyed outside the timed calls. ALLOCKIT_REPLAY_CHECK=1 counts allocations and frees,
+// and stops at an arena reset that would free a live block.
 // Timing: serialised rdtsc (rdtsc; lfence ... rdtscp; lfence) around each call, calibrated to ns
 // against CLOCK_MONOTONIC; touching the memory happens outside that window.
 #include <dlfcn.h>
@@ -386,7 +386,6 @@ int main(int argc, char** argv) {
   g.routes.check = check && check[0] == '1';
 
   g.slots = static_cast<std::atomic<uintptr_t>*>(map_zero(g.plan->slots * sizeof(uintptr_t)));
-  if (g.routes.check) g.routes.slot_bytes = static_cast<uint64_t*>(map_zero(g.plan->slots * 8));
   g.lat = static_cast<uint32_t*>(map_zero(nops * 4));
   g.t_rel = static_cast<uint32_t*>(map_zero(nops * 4));
   g.touch_ticks = static_cast<uint64_t*>(map_zero(nt * 8 + 8));
@@ -483,8 +482,7 @@ int main(int argc, char** argv) {
       "{\"ops\": %llu, \"threads\": %u, \"ns_per_tick\": %.6f, \"timer_floor_ns\": {\"min\": %.1f, "
       "\"mean\": %.1f}, \"wall_s\": %.6f, \"touch_s\": %.6f, \"rss_baseline_bytes\": %llu, "
       "\"peak_rss_bytes\": %llu, \"final_rss_bytes\": %llu, \"speed\": %g, \"touch\": \"%s\", "
-      "\"routes\": %u, \"check\": {\"on\": %s, \"allocs\": %llu, \"frees\": %llu, "
-      "\"peak_live_bytes\": %llu}}\n",
+      "\"routes\": %u, \"check\": {\"on\": %s, \"allocs\": %llu, \"frees\": %llu}}\n",
       static_cast<unsigned long long>(nops), nt, g.ns_per_tick,
       static_cast<double>(floor_min) * g.ns_per_tick,
       static_cast<double>(floor_sum) / kFloorRuns * g.ns_per_tick,
@@ -492,8 +490,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(g_rss.baseline), static_cast<unsigned long long>(g_rss.peak),
       static_cast<unsigned long long>(final_rss), g.speed, argv[4], nroutes,
       g.routes.check ? "true" : "false", static_cast<unsigned long long>(g.routes.allocs.load()),
-      static_cast<unsigned long long>(g.routes.frees.load()),
-      static_cast<unsigned long long>(g.routes.peak_live.load()));
+      static_cast<unsigned long long>(g.routes.frees.load()));
   write_file(dir, "worker.json", json, static_cast<size_t>(n));
   return 0;
 }

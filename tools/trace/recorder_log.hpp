@@ -15,6 +15,19 @@
 
 namespace ak::trace::rec {
 
+// A spin lock for the recorder's shared buffers (memory samples, stack definitions): held only
+// while a buffer is filled or written, never while waiting on the program. Signal handlers take
+// it with try_lock.
+struct SpinLock {
+  std::atomic<uint32_t> held{0};
+  bool try_lock() { return held.exchange(1, std::memory_order_acquire) == 0; }
+  void lock() {
+    while (!try_lock()) {
+    }
+  }
+  void unlock() { held.store(0, std::memory_order_release); }
+};
+
 // ---- per-thread logs ------------------------------------------------------------------------
 constexpr size_t kLogBytes = 64 * 1024;
 constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
@@ -86,7 +99,7 @@ void flush_log(ThreadLog* log, bool may_pack);
 // unknown); flush_stacks writes new definitions and a due module snapshot, waiting for the
 // writer when `wait`, else only if it is free (flushes of logs, crash handlers).
 void setup_stacks(uint32_t depth, bool frame_pointers);
-uint32_t stack_depth();
+extern constinit uint32_t g_stack_depth;  // N; 0: no stacks (set once, before any recording)
 uint32_t capture_stack();
 void flush_stacks(bool wait);
 void stacks_after_fork_child();
@@ -131,7 +144,7 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
 // The calling allocation's stack id when recording stacks (--stack N), else 0. Call after taking
 // the call's time stamp: the unwind is the recorder's cost, not the call's.
 inline uint32_t call_stack() {
-  return stack_depth() ? capture_stack() : 0;
+  return g_stack_depth ? capture_stack() : 0;
 }
 
 // Appends one event. Cost: two plain stores of `busy`, ~8 bytes of encoding, no atomic

@@ -22,24 +22,13 @@ constexpr long kRssPeriodMs = 5;
 constexpr uint32_t kRssBatch = 200;  // samples per block: a second's worth
 
 struct RssBuffer {
-  std::atomic<uint32_t> lock{0};
+  SpinLock lock;
   uint32_t n = 0;
   RssRecord samples[kRssBatch]{};
 };
 constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynamic initialisers run
 constinit std::atomic<uint64_t> g_recorder_bytes{0};
 constinit std::atomic<bool> g_sampler_running{false};
-
-bool try_lock_rss() {
-  return g_rss.lock.exchange(1, std::memory_order_acquire) == 0;
-}
-void lock_rss() {
-  while (!try_lock_rss()) {
-  }
-}
-void unlock_rss() {
-  g_rss.lock.store(0, std::memory_order_release);
-}
 
 // Reads a small /proc file into `buf` (NUL-terminated); false when it cannot.
 bool read_proc(const char* path, char* buf, size_t size) {
@@ -109,15 +98,15 @@ void* sampler(void*) {
   for (;;) {
     timespec ts{0, kRssPeriodMs * 1000000};
     nanosleep(&ts, nullptr);
-    lock_rss();
+    g_rss.lock.lock();
     sample_locked();
-    unlock_rss();
+    g_rss.lock.unlock();
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
     // process ends as it would have.
     if (thread_count() == 1) {
-      lock_rss();
+      g_rss.lock.lock();
       write_rss_locked();
-      unlock_rss();
+      g_rss.lock.unlock();
       return nullptr;
     }
   }
@@ -145,9 +134,9 @@ void uncount_recorder_bytes(size_t bytes) {
 
 void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
-  lock_rss();
+  g_rss.lock.lock();
   sample_locked();  // the first sample: the process before the program's first allocation
-  unlock_rss();
+  g_rss.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -161,7 +150,7 @@ void start_rss_sampler() {
 
 void rss_after_fork_child() {
   // The sampler did not survive the fork; the parent's samples are the parent's to write.
-  g_rss.lock.store(0);
+  g_rss.lock.unlock();
   g_rss.n = 0;
   g_sampler_running.store(false);
 }
@@ -169,13 +158,13 @@ void rss_after_fork_child() {
 void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
-    lock_rss();
+    g_rss.lock.lock();
     sample_locked();
-  } else if (!try_lock_rss()) {
+  } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }
   write_rss_locked();
-  unlock_rss();
+  g_rss.lock.unlock();
 }
 
 }  // namespace ak::trace::rec

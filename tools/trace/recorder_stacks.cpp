@@ -23,6 +23,9 @@
 #include "trace/recorder_log.hpp"
 
 namespace ak::trace::rec {
+
+constinit uint32_t g_stack_depth = 0;
+
 namespace {
 
 constexpr uint32_t kSlotBits = 20;  // hash slots: 8 MiB reserved; ids are at most 3/4 of them
@@ -46,7 +49,6 @@ struct Range {
 };
 
 struct Stacks {
-  uint32_t depth = 0;  // N; 0: not recording stacks
   bool frame_pointers = false;
   std::atomic<uint64_t>* slots = nullptr;  // (hash tag << 32) | id, 0 empty
   Entry* entries = nullptr;                // by id, from 1
@@ -61,7 +63,7 @@ struct Stacks {
   Range skip[kMaxSkipRanges] = {};
   int skip_count = 0;
   // Writer state, under `writer` (a spin lock held only by flushes and module snapshots).
-  std::atomic<uint32_t> writer{0};
+  SpinLock writer;
   uint32_t written = 0;  // ids up to this one are in the journal
   uint8_t* out = nullptr;
   size_t out_touched = 0;  // bytes of `out` ever written (counted as the recorder's memory)
@@ -85,17 +87,6 @@ uint64_t hash_frames(const uint64_t* f, uint32_t n) {
     h ^= h >> 32;
   }
   return h;
-}
-
-bool try_lock_writer() {
-  return g.writer.exchange(1, std::memory_order_acquire) == 0;
-}
-void lock_writer() {
-  while (!try_lock_writer()) {
-  }
-}
-void unlock_writer() {
-  g.writer.store(0, std::memory_order_release);
 }
 
 void write_table_block(uint32_t codec, const uint8_t* payload, size_t len, uint32_t count) {
@@ -265,24 +256,29 @@ int walk(uint64_t* raw, int want) {
                           : unw_backtrace(reinterpret_cast<void**>(raw), want);
 }
 
-uint32_t unwind(uint64_t* out) {
-  uint64_t raw[kMaxStackDepth + kExtraFrames];
-  int want = static_cast<int>(g.depth + kFewSkipped);
-  int got = walk(raw, want);
+// The first of `got` frames outside the recorder and the runtimes.
+int first_own(const uint64_t* raw, int got) {
   int first = 0;
   while (first < got && skipped(raw[first])) ++first;
-  if (got == want && got - first < static_cast<int>(g.depth)) {
-    want = static_cast<int>(g.depth + kExtraFrames);
+  return first;
+}
+
+uint32_t unwind(uint64_t* out) {
+  uint64_t raw[kMaxStackDepth + kExtraFrames];
+  int want = static_cast<int>(g_stack_depth + kFewSkipped);
+  int got = walk(raw, want);
+  int first = first_own(raw, got);
+  if (got == want && got - first < static_cast<int>(g_stack_depth)) {
+    want = static_cast<int>(g_stack_depth + kExtraFrames);
     got = walk(raw, want);
-    first = 0;
-    while (first < got && skipped(raw[first])) ++first;
+    first = first_own(raw, got);
   }
   if (first == got) {  // no frame of the program's own: keep what lies outside the recorder
     first = 0;
     while (first + 1 < got && skipped(raw[first])) ++first;
   }
   uint32_t n = 0;
-  for (int i = first; i < got && n < g.depth; ++i) out[n++] = raw[i];
+  for (int i = first; i < got && n < g_stack_depth; ++i) out[n++] = raw[i];
   return n;
 }
 
@@ -302,7 +298,6 @@ uint32_t define(const uint64_t* f, uint32_t n) {
   g.entries[id].offset = at;
   g.entries[id].ready.store(1, std::memory_order_release);
   count_recorder_bytes(sizeof(Entry) + n * sizeof *f);  // written in order: counted as they fill
-  note_module_changes();
   return id;
 }
 
@@ -322,6 +317,7 @@ uint32_t find_or_add(const uint64_t* f, uint32_t n) {
           count_recorder_bytes(4096);
         const uint32_t id = define(f, n);
         g.slots[i].store(tag << 32 | id, std::memory_order_release);
+        note_module_changes();  // after the slot is published: threads waiting on it go on
         return id;
       }
     }
@@ -359,7 +355,7 @@ void setup_stacks(uint32_t depth, bool frame_pointers) {
   g.exe[n > 0 ? n : 0] = 0;
   dl_iterate_phdr(learn_skip_ranges, nullptr);
   g.frame_pointers = frame_pointers;
-  g.depth = depth > kMaxStackDepth ? kMaxStackDepth : depth;
+  g_stack_depth = depth > kMaxStackDepth ? kMaxStackDepth : depth;
   if (!frame_pointers) {  // the size of libunwind's per-thread cache: this thread's first unwind
     uint64_t warm[kMaxStackDepth + kExtraFrames];
     const uint64_t before = anon_bytes_now();
@@ -370,13 +366,9 @@ void setup_stacks(uint32_t depth, bool frame_pointers) {
     tl_unwound = true;
     count_recorder_bytes(g.unwinder_bytes);
   }
-  lock_writer();
+  g.writer.lock();
   write_modules_locked();
-  unlock_writer();
-}
-
-uint32_t stack_depth() {
-  return g.depth;
+  g.writer.unlock();
 }
 
 uint32_t capture_stack() {
@@ -396,8 +388,8 @@ void flush_stacks(bool wait) {
   const bool snapshot = g.snapshot_due.load(std::memory_order_relaxed);
   if (g.written + 1 >= next && !snapshot) return;
   if (wait)
-    lock_writer();
-  else if (!try_lock_writer())
+    g.writer.lock();
+  else if (!g.writer.try_lock())
     return;
   if (g.snapshot_due.exchange(false, std::memory_order_relaxed)) write_modules_locked();
   uint8_t* p = g.out;
@@ -418,7 +410,7 @@ void flush_stacks(bool wait) {
   }
   write_table_block(kCodecStacks, g.out, static_cast<size_t>(p - g.out), count);
   g.written = id - 1;
-  unlock_writer();
+  g.writer.unlock();
 }
 
 void stacks_thread_exit() {
@@ -434,7 +426,7 @@ void stacks_after_fork_child() {
   const uint32_t next = g.next_id.load();
   for (uint32_t id = 1; id < next && id < kMaxStacks; ++id)
     if (!g.entries[id].ready.load()) g.entries[id].depth = 0, g.entries[id].ready.store(1);
-  g.writer.store(0);
+  g.writer.unlock();
   g.written = 0;
   g.snapshot_due.store(true);
 }

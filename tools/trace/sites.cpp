@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "trace/format.hpp"
 #include "trace/json.hpp"
 
 namespace ak::trace {
@@ -63,32 +64,6 @@ std::pair<std::string, std::vector<std::string>> key_of(const Trace& trace, uint
   return {name, labels};
 }
 
-std::string human_bytes(uint64_t b) {
-  char buf[32];
-  if (b >= (10ull << 30))
-    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
-  else if (b >= (10ull << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1ull << 20));
-  else if (b >= (10ull << 10))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / (1ull << 10));
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
-
-std::string human_time(uint64_t ns) {
-  char buf[32];
-  if (ns >= 1000000000ull)
-    std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
-  else if (ns >= 1000000)
-    std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(ns) / 1e6);
-  else if (ns >= 1000)
-    std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
-  return buf;
-}
-
 }  // namespace
 
 SiteGroups group_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
@@ -122,12 +97,19 @@ SiteGroups group_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
 
 SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
                     const SiteOptions& opt) {
-  SiteGroups sg = group_sites(trace, tl, sym, opt);
+  return top_sites(trace, tl, group_sites(trace, tl, sym, opt), sym, opt.sort);
+}
+
+SiteTable top_sites(const Trace& trace, const Timeline& tl, const SiteGroups& sg,
+                    const Symbolizer& sym, SiteSort sort) {
   SiteTable t;
   t.without_stack = sg.without_stack;
   std::vector<Acc> groups(sg.names.size());
-  for (size_t k = 0; k < groups.size(); ++k)
-    groups[k].row.name = sg.names[k], groups[k].row.frames = std::move(sg.frames[k]);
+  for (size_t k = 0; k < groups.size(); ++k) {
+    groups[k].row.name = sg.names[k];
+    groups[k].row.frames = sg.frames[k];
+    groups[k].row.group = static_cast<uint32_t>(k);
+  }
   for (size_t ti = 0; ti < trace.threads.size(); ++ti) {
     const auto& res = tl.per_thread[ti];
     uint32_t last_slot = kNoSlot;  // this thread's latest allocation, while no other followed it
@@ -148,7 +130,7 @@ SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
       } else {
         a.lifetimes.push_back(died - tl.slot_born_ns[r.slot]);
       }
-      if (tl.peak_slot != kNoSlot && r.slot <= tl.peak_slot && died > tl.peak_ns) {
+      if (live_at_peak(tl, r.slot)) {
         ++a.row.peak_blocks;
         a.row.peak_bytes += bytes;
       }
@@ -173,7 +155,7 @@ SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& sym,
     t.rows.push_back(std::move(a.row));
   }
   std::stable_sort(t.rows.begin(), t.rows.end(), [&](const SiteRow& x, const SiteRow& y) {
-    const uint64_t a = sort_value(x, opt.sort), b = sort_value(y, opt.sort);
+    const uint64_t a = sort_value(x, sort), b = sort_value(y, sort);
     return a != b ? a > b : x.calls > y.calls;
   });
   t.peak_at_s = tl.peak_ns > tl.first_ns ? static_cast<double>(tl.peak_ns - tl.first_ns) / 1e9 : 0;
@@ -240,8 +222,7 @@ std::string stack_tree_json(const Trace& trace, const Timeline& tl, Symbolizer& 
       if (slot == kNoSlot) continue;
       const uint32_t id = te.stacks[i] < calls.size() ? te.stacks[i] : 0;
       ++calls[id];
-      if (tl.peak_slot != kNoSlot && slot <= tl.peak_slot && tl.slot_died_ns[slot] > tl.peak_ns)
-        peak[id] += tl.slot_bytes[slot];
+      if (live_at_peak(tl, slot)) peak[id] += tl.slot_bytes[slot];
     }
   }
   std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> paths;  // merged by labels

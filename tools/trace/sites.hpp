@@ -21,6 +21,7 @@ struct SiteOptions {
 };
 
 struct SiteRow {
+  uint32_t group = 0;               // index into the SiteGroups the table was made from
   std::string name;                 // the group: "function (file:line)" frames joined by " <- "
   std::vector<std::string> frames;  // kSite: each frame's label, innermost first
   uint64_t calls = 0, bytes = 0;
@@ -52,6 +53,9 @@ SiteGroups group_sites(const Trace& trace, const Timeline& tl, Symbolizer& symbo
                        const SiteOptions& opt);
 SiteTable top_sites(const Trace& trace, const Timeline& tl, Symbolizer& symbols,
                     const SiteOptions& opt);
+// The same from groups already made (`symbols` gives the table its notes).
+SiteTable top_sites(const Trace& trace, const Timeline& tl, const SiteGroups& groups,
+                    const Symbolizer& symbols, SiteSort sort);
 // The flame-graph data of `allockit report`: every distinct symbolised stack (outermost frame
 // first, inlined frames as frames of their own) with its allocations and its bytes live at the
 // peak, as JSON: {"stacks": [{"frames": [...], "calls": N, "peak_bytes": B}, ...]}.

@@ -64,6 +64,11 @@ struct Timeline {
   uint64_t first_ns = 0, last_ns = 0;
 };
 
+// Whether slot `s` was live when the journal's live bytes peaked.
+inline bool live_at_peak(const Timeline& tl, uint32_t s) {
+  return tl.peak_slot != kNoSlot && s <= tl.peak_slot && tl.slot_died_ns[s] > tl.peak_ns;
+}
+
 // Orders all calls by time (a free or realloc releases at entry, allocations take effect at
 // return) and assigns slots. O(n log n) time, ~40 bytes per event.
 Timeline resolve(const Trace& trace);
