@@ -289,6 +289,17 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
 }
 
 // ---- stacks and modules (v2) --------------------------------------------------------------------
+// Whether an object is one whose frames lead a recorded stack but are left out of it (the C and
+// C++ runtimes and the loader: an operator new or a strdup is its caller's allocation). `path`
+// is the object's path or file name.
+inline bool is_runtime_object(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  const char* base = slash ? slash + 1 : path;
+  for (const char* r : {"libc.so", "libstdc++.so", "libgcc_s.so", "ld-linux"})
+    if (std::strncmp(base, r, std::strlen(r)) == 0) return true;
+  return false;
+}
+
 // Encodes one stack of `depth` (1..kMaxStackDepth) return addresses, innermost first. At most
 // 11 + 10 * depth bytes.
 inline uint8_t* encode_stack(uint8_t* out, uint32_t id, const uint64_t* frames, uint32_t depth) {

@@ -28,11 +28,10 @@ struct HeaptrackIp {
   std::vector<std::array<uint64_t, 3>> frames;  // string numbers: function, file; line
 };
 
+// The recorder's rule (is_runtime_object), and heaptrack's own preload library.
 bool is_runtime(const std::string& module) {
-  const std::string base = module.substr(module.rfind('/') + 1);
-  for (const char* r : {"libc.so", "libstdc++.so", "libgcc_s.so", "ld-linux", "libheaptrack"})
-    if (base.rfind(r, 0) == 0) return true;
-  return false;
+  return is_runtime_object(module.c_str()) ||
+         module.substr(module.rfind('/') + 1).rfind("libheaptrack", 0) == 0;
 }
 
 // The stacks and names of one file, built as allocation infos name their traces.

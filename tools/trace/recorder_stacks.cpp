@@ -191,12 +191,7 @@ void note_module_changes() {
 }
 
 int learn_skip_ranges(dl_phdr_info* info, size_t, void*) {
-  const char* name = info->dlpi_name ? info->dlpi_name : "";
-  const char* base = strrchr(name, '/');
-  base = base ? base + 1 : name;
-  static const char* const kRuntimes[] = {"libc.so", "libstdc++.so", "libgcc_s.so", "ld-linux"};
-  bool skip = false;
-  for (const char* r : kRuntimes) skip = skip || strncmp(base, r, strlen(r)) == 0;
+  bool skip = is_runtime_object(info->dlpi_name ? info->dlpi_name : "");
   Dl_info self{};
   dladdr(reinterpret_cast<void*>(&learn_skip_ranges), &self);
   skip = skip || reinterpret_cast<uintptr_t>(self.dli_fbase) == info->dlpi_addr;
