@@ -67,9 +67,17 @@ inline bool tag_freed(const Slab* s, void* p) {
   return true;
 }
 
-inline void* alloc_small(unsigned cls) {
-  void* p = pool_alloc(cls);
-  return p ? clear_tag(p, cls) : nullptr;
+// A block of pooled class `cls`, or null when out of memory. `*untouched` is set when it is a
+// never-written one (pool_alloc_slow): zero, and left unwritten so no page faults in here.
+inline void* pool_take(unsigned cls, bool* untouched) {
+  if (void* p = pool_pop(cls)) [[likely]]
+    return p;
+  return pool_alloc_slow(cls, untouched);
+}
+
+inline void* alloc_small(unsigned cls, bool* zeroed) {
+  void* p = pool_take(cls, zeroed);
+  return p && !*zeroed ? clear_tag(p, cls) : p;
 }
 
 // A medium block freed sealed (freed_guard.hpp) carries this tag instead of free_tag.
@@ -110,16 +118,16 @@ thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nul
 
 // A medium block of a class that may be sealed: unsealed if it was, and never the one this thread
 // sealed last while another can be had.
-void* alloc_sealable(unsigned cls) {
-  void* p = pool_alloc(cls);
-  if (p != nullptr && p == tl_last_sealed) {
-    if (void* q = pool_alloc(cls)) {
+void* alloc_sealable(unsigned cls, bool* zeroed) {
+  void* p = pool_take(cls, zeroed);
+  if (p != nullptr && p == tl_last_sealed) {  // popped, so not untouched
+    if (void* q = pool_take(cls, zeroed)) {
       pool_free_in(medium_slab_of(p), p);  // still tagged: the next request unseals it
       p = q;
     }
   }
   tl_last_sealed = nullptr;
-  if (p == nullptr) return nullptr;
+  if (p == nullptr || *zeroed) return p;
   auto* w = static_cast<std::uintptr_t*>(p);
   if (w[1] == sealed_tag(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
                                                    class_size(cls) - kMediumDataOffset, true)) {
@@ -157,9 +165,11 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
   return kHeapClasses;
 }
 
-// A block of pooled class `cls`; classes that may be sealed go through alloc_sealable.
-inline void* alloc_pooled(unsigned cls) {
-  return class_size(cls) < kSealableMediumBytes ? alloc_small(cls) : alloc_sealable(cls);
+// A block of pooled class `cls`; classes that may be sealed go through alloc_sealable. `*zeroed`
+// (false on entry) is set when the block is known zero.
+inline void* alloc_pooled(unsigned cls, bool* zeroed) {
+  return class_size(cls) < kSealableMediumBytes ? alloc_small(cls, zeroed)
+                                                : alloc_sealable(cls, zeroed);
 }
 
 inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero);
@@ -171,7 +181,7 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
   if constexpr (kSecureBuild) return secure_alloc(size, align, zeroed, want_zero);
   const unsigned cls = pooled_class(size, align);
   void* p = cls < kHeapClasses
-                ? alloc_pooled(cls)
+                ? alloc_pooled(cls, zeroed)
                 : large_alloc(size, std::max(align, kMallocAlign), zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
   return p;
@@ -185,7 +195,8 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 
 // A pooled block of class `cls` for a request of `size` bytes, armed (secure.hpp).
 inline void* secure_pooled(unsigned cls, std::size_t size) {
-  void* p = alloc_pooled(cls);
+  bool zeroed = false;  // never: the secure build carves no untouched blocks
+  void* p = alloc_pooled(cls, &zeroed);
   if (p != nullptr) arm_block(p, class_size(cls), size);
   return p;
 }

@@ -153,6 +153,8 @@ Slab* new_slab(Heap* h, unsigned cls) {
   s->data = data;
   s->carve.store(data, std::memory_order_relaxed);
   s->end = data + capacity * block;
+  // The secure build carves a page at a time in a random order (carve), never block by block.
+  s->zero_tail = zeroed && !kSecureBuild;
   if (s->checked) {
     s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(header + sizeof(Slab));
     if (!zeroed) std::memset(static_cast<void*>(s->live_bits), 0, bitmap);
@@ -237,7 +239,9 @@ std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
     list = b;
   }
   // Fresh blocks go first, in address order, as carved: nodes allocated in a row stay in a row.
-  if (char* const from = s->carve.load(std::memory_order_relaxed); n < want && from != s->end) {
+  // A zero_tail slab's are handed out untouched instead (take_untouched).
+  if (char* const from = s->carve.load(std::memory_order_relaxed);
+      n < want && from != s->end && !s->zero_tail) {
     carve(s, list, want - n);
     n +=
         std::uint32_t(std::size_t(s->carve.load(std::memory_order_relaxed) - from) / s->block_size);
@@ -265,6 +269,20 @@ void* take_checked_block(Slab* s) {
   ++s->used;
   mark_live(s, b);
   return b;
+}
+
+// A never-used block of zero_tail slab `s`, handed out unwritten, or null when none is left to
+// carve. Carving a page of blocks onto a bin writes every block's first word: the page faults in
+// inside malloc, a microsecond or more. Untouched, it faults at the program's first write, as it
+// would anyway, and calloc skips clearing it. Costs a slow-path call per fresh block instead of
+// one per page.
+void* take_untouched(Slab* s, bool* untouched) {
+  char* const p = s->carve.load(std::memory_order_relaxed);
+  if (p == s->end) return nullptr;
+  s->carve.store(p + s->block_size, std::memory_order_relaxed);
+  ++s->used;
+  if (untouched != nullptr) *untouched = true;
+  return p;
 }
 
 // Whether slab `s` has nothing left to give: no block home and none left to carve.
@@ -624,12 +642,13 @@ void on_thread_exit(void* heap) {
 }
 
 // A block of class `cls` from h's current slab: its free blocks (up to half a bin's worth) refill
-// the bin, which hands out the first; a checked slab hands out one block straight. Null when
-// there is no current slab or it is exhausted.
-void* take_from_current(Heap* h, unsigned cls) {
+// the bin, which hands out the first; a checked slab, or a zero_tail one with nothing home, hands
+// out one block straight. Null when there is no current slab or it is exhausted.
+void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
   Slab* s = h->current[cls];
   if (s == nullptr) return nullptr;
   if (s->checked) return take_checked_block(s);
+  if (s->zero_tail && s->free == nullptr) return take_untouched(s, untouched);
   Bin& bin = h->bins[cls];
   return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop(cls)
                                                                             : nullptr;
@@ -638,12 +657,15 @@ void* take_from_current(Heap* h, unsigned cls) {
 // The bin of class `cls` is empty: a block from the current slab, or, after taking remote frees
 // home, from another slab with free blocks or a new one, which becomes current. Null when out of
 // memory.
-void* refill(Heap* h, unsigned cls) {
+void* refill(Heap* h, unsigned cls, bool* untouched) {
+  // Handing out untouched blocks one by one is not the bin running dry: its limit stays.
+  if (Slab* s = h->current[cls]; s != nullptr && s->zero_tail && s->free == nullptr)
+    if (void* p = take_untouched(s, untouched)) return p;
   grow_limit(h, cls);
-  if (void* p = take_from_current(h, cls)) return p;
+  if (void* p = take_from_current(h, cls, untouched)) return p;
   flush_outgoing(h);
   collect_remote(h);
-  if (void* p = take_from_current(h, cls)) return p;
+  if (void* p = take_from_current(h, cls, untouched)) return p;
   if (Slab* s = h->current[cls]; s != nullptr) {
     stop_current(h, s);
     mark_full(h, s);  // exhausted: every block is out
@@ -655,7 +677,7 @@ void* refill(Heap* h, unsigned cls) {
     return nullptr;
   }
   make_current(h, s);
-  return take_from_current(h, cls);
+  return take_from_current(h, cls, untouched);
 }
 
 }  // namespace
@@ -664,7 +686,7 @@ void* refill(Heap* h, unsigned cls) {
 // Slow paths called from the inline fast paths
 // ---------------------------------------------------------------------------------------------
 
-void* pool_alloc_slow(unsigned cls) noexcept {
+void* pool_alloc_slow(unsigned cls, bool* untouched) noexcept {
   Heap* h = tl_heap;
   // A class this thread has no slab of yet starts in the starter slab; a thread that stays there
   // never needs a heap.
@@ -672,7 +694,7 @@ void* pool_alloc_slow(unsigned cls) noexcept {
       !g_checked_slabs)
     if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
-  return refill(h, cls);
+  return refill(h, cls, untouched);
 }
 
 void pool_free_other(Slab* s, void* p) noexcept {

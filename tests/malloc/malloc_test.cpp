@@ -4,13 +4,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "allockit/allockit.h"
+#include "fresh_process.hpp"
 
 namespace {
 bool aligned(const void* p, std::size_t a) {
@@ -72,6 +75,48 @@ TEST(Malloc, LargeCallocLeavesFreshPagesUntouched) {
   for (unsigned char r : vec) EXPECT_EQ(r & 1, 0) << "calloc touched fresh pages";
   EXPECT_EQ(p[n - 1], 0);
   ak_free(p);
+}
+
+// Pooled blocks never used before are handed out unwritten: malloc faults no page in (the
+// program's first write does), and calloc of them clears nothing. In a fresh process, whose slabs
+// are new; the first blocks of a small class come from the starter slab and share the page of
+// their slab's header, so the pages checked are those past the first four blocks.
+TEST(Malloc, FreshPooledBlocksAreHandedOutUntouched) {
+  ak::testing::in_fresh_process([] {
+    const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    int code = 10;
+    for (std::size_t n : {std::size_t(3000), std::size_t(48) << 10, std::size_t(200) << 10}) {
+      std::vector<unsigned char*> v;
+      for (int i = 0; i < 16; ++i) v.push_back(static_cast<unsigned char*>(ak_calloc(1, n)));
+      // Blocks of a page or more: the pages inside each. Smaller ones lie in a row in one slab:
+      // the pages inside the row.
+      std::sort(v.begin() + 4, v.end());
+      std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
+      for (auto p = v.begin() + 4; p != v.end(); ++p)
+        if (n >= page || p + 1 == v.end())
+          ranges.emplace_back(reinterpret_cast<std::uintptr_t>(n >= page ? *p : v[4]),
+                              reinterpret_cast<std::uintptr_t>(*p) + n);
+      for (auto [from, to] : ranges) {
+        const std::uintptr_t lo = (from + page - 1) & ~(page - 1), hi = to & ~(page - 1);
+        REQUIRE(hi > lo && hi - lo < (std::size_t(1) << 20), code + 1);
+        std::vector<unsigned char> vec((hi - lo) / page);
+        REQUIRE(mincore(reinterpret_cast<void*>(lo), hi - lo, vec.data()) == 0, code + 2);
+        for (unsigned char r : vec) REQUIRE((r & 1) == 0, code + 3);  // a fresh page was written
+      }
+      for (unsigned char* p : v) {
+        for (std::size_t i = 0; i < n; i += 97) REQUIRE(p[i] == 0, code + 4);
+        std::memset(p, 0xab, n);
+        ak_free(p);
+      }
+      // Blocks used before come back cleared by calloc.
+      for (auto& p : v) {
+        p = static_cast<unsigned char*>(ak_calloc(1, n));
+        for (std::size_t i = 0; i < n; i += 97) REQUIRE(p[i] == 0, code + 5);
+      }
+      for (unsigned char* p : v) ak_free(p);
+      code += 10;
+    }
+  });
 }
 
 // A freed mapping above the resident cache's limit is emptied (MADV_DONTNEED) and kept: a calloc

@@ -132,7 +132,10 @@ TEST(SharedPool, PurgeDelayReturnsIdleSlabsWithoutTrim) {
   ak::pool_trim();
   ak::pool_set_purge_delay_ms(0);
   std::vector<void*> v;
-  for (int i = 0; i < 50000; ++i) v.push_back(ak::pool_allocate(1000, 8));
+  for (int i = 0; i < 50000; ++i) {
+    v.push_back(ak::pool_allocate(1000, 8));
+    std::memset(v.back(), 1, 1000);  // fresh blocks are handed out untouched: make them resident
+  }
   const std::size_t busy = ak::pool_stats().resident_bytes;
   for (void* p : v) ak::pool_deallocate(p, 1000, 8);
   // With no delay, each slab's memory went back as soon as the slab emptied.

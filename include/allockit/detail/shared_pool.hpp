@@ -59,6 +59,9 @@ struct alignas(64) Slab {
   bool checked;  // debug slab: state bits kept, every operation takes the slow path
   bool starter;  // the starter slab: blocks of many classes, never reused (pool/starter_slab.hpp)
   std::uint8_t size_class;
+  // Blocks at and past `carve` are zero and were never written: the slab's memory came zero from
+  // the OS. They are handed out one at a time, unwritten (pool_alloc_slow's `*untouched`).
+  bool zero_tail;
   std::uint32_t block_size;
   std::uint32_t capacity;
   char* data;                             // first block
@@ -130,7 +133,10 @@ struct alignas(64) Heap {
 // gets static TLS), and no __tls_get_addr call that could itself allocate.
 extern constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec")));
 
-void* pool_alloc_slow(unsigned cls) noexcept;
+// The bin of class `cls` is empty: a block from the heap's slabs, or null when out of memory.
+// `*untouched` (if given) is set when the block is a never-used one of a zero_tail slab: all zero
+// and never written, so no page of it has faulted in yet and calloc need not clear it.
+void* pool_alloc_slow(unsigned cls, bool* untouched = nullptr) noexcept;
 // The frees the fast path leaves: a full bin, a thread without a heap, the starter slab, checked
 // slabs.
 void pool_free_other(Slab* slab, void* p) noexcept;
