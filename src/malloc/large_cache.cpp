@@ -41,9 +41,14 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_z
   } else {
     remove(i);
   }
-  // calloc of a big resident range: emptying it is cheaper than clearing it, and pages the
-  // program never writes stay unresident.
-  if (want_zero && !t.zeroed && t.bytes >= kDecommitForZero && os::decommit(t.base, t.bytes))
+  // calloc of a resident range: emptying it is cheaper than clearing it when it is big or mostly
+  // unresident (a clear by hand would fault every missing page in), and pages the program never
+  // writes stay unresident. A small, mostly resident range is cleared by hand (ak_calloc): its
+  // pages would fault back in one by one. (large_calloc, sparse 8-128 MiB tables: 1.33 s ->
+  // 1.06 s; clearing 8-16 MiB ranges by hand took a millisecond a call.)
+  if (want_zero && !t.zeroed &&
+      (t.bytes >= kDecommitForZero || 2 * os::resident_bytes(t.base, t.bytes) < t.bytes) &&
+      os::decommit(t.base, t.bytes))
     t.zeroed = true;
   return t;
 }

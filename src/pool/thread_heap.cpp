@@ -153,8 +153,9 @@ Slab* new_slab(Heap* h, unsigned cls) {
   s->data = data;
   s->carve.store(data, std::memory_order_relaxed);
   s->end = data + capacity * block;
-  // The secure build carves a page at a time in a random order (carve), never block by block.
-  s->zero_tail = zeroed && !kSecureBuild;
+  // The secure build carves a page at a time in a random order (carve), never block by block;
+  // checked slabs hand out blocks their own way (take_checked_block).
+  s->zero_tail = zeroed && !kSecureBuild && !s->checked;
   if (s->checked) {
     s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(header + sizeof(Slab));
     if (!zeroed) std::memset(static_cast<void*>(s->live_bits), 0, bitmap);

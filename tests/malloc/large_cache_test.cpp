@@ -92,6 +92,29 @@ TEST(LargeCache, CallocPrefersZeroAndEmptiesBigResidentRanges) {
   c.purge_older_than(0, 0);
 }
 
+// Below kDecommitForZero, a calloc empties a range that is mostly unresident (a clear by hand
+// would fault every missing page in) and leaves a mostly resident one for clearing by hand.
+TEST(LargeCache, CallocEmptiesSparseRangesAndKeepsDenseOnes) {
+  LargeCache c;
+  const std::size_t n = 4 * kMiB;
+  auto* sparse = static_cast<char*>(ak::os::map(n, 4096));
+  for (std::size_t i = 0; i < n; i += 8 * 4096) sparse[i] = 'f';  // an eighth of its pages
+  c.put(sparse, n, false);
+  const LargeCache::Taken t = c.take(n, true);
+  ASSERT_EQ(t.base, sparse);
+  EXPECT_TRUE(t.zeroed);
+  EXPECT_EQ(resident_pages(t.base, t.bytes), 0u);
+  EXPECT_EQ(t.base[8 * 4096], 0);
+  char* dense = written_mapping(n, 'g');
+  c.put(dense, n, false);
+  const LargeCache::Taken d = c.take(n, true);
+  ASSERT_EQ(d.base, dense);
+  EXPECT_FALSE(d.zeroed);  // the caller clears it
+  EXPECT_EQ(resident_pages(d.base, d.bytes), n / 4096);
+  ak::os::release(sparse, n);
+  ak::os::release(dense, n);
+}
+
 // An 8 MiB range the cache will not merge with the next one: each mapping ends in a spacer page
 // that is never put (and stays mapped: the test leaks it).
 char* separate_range() {
