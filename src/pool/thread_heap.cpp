@@ -23,6 +23,9 @@ AK_FORK_KEPT_CONST constexpr Heap g_empty_heap{};
 AK_LARGE_ZEROED constinit HotPage g_pool_hot;
 constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) =
     const_cast<Heap*>(&g_empty_heap);
+#if AK_SECURE
+std::uintptr_t g_link_key = 0;  // set by acquire_heap: no block is linked before a heap exists
+#endif
 
 namespace {
 
@@ -82,6 +85,35 @@ void unlink(Heap* h, Slab* s) {
       .num(s->block_size)
       .str("-byte blocks)")
       .fail();
+}
+
+#if AK_SECURE
+[[noreturn]] void fail_link(const char* what, const void* block, const void* found) {
+  Message()
+      .str("allockit: heap corruption detected: ")
+      .str(what)
+      .str(" in freed block ")
+      .ptr(block)
+      .str(" (it reads ")
+      .ptr(found)
+      .str("): a write past a block or after a free")
+      .fail();
+}
+#endif
+
+// The tail of the remote chain headed by `b` of slab `s`, from the head's words 2 and 3 (decoded):
+// checked in the secure build to be a block of `s` and the count to fit the slab.
+PoolBlock* chain_tail(const PoolBlock* b, const Slab* s, std::uintptr_t tail, std::uintptr_t n) {
+  auto* last = reinterpret_cast<PoolBlock*>(tail);
+#if AK_SECURE
+  if (slab_of_any(last) != s || !pool_is_carved_block(s, last))
+    fail_link("remote chain tail overwritten", b, last);
+  if (n == 0 || n > s->capacity)
+    fail_link("remote chain length overwritten", b, reinterpret_cast<const void*>(n));
+#else
+  (void)b, (void)s, (void)n;
+#endif
+  return last;
 }
 
 std::size_t block_index(const Slab* s, const void* p) {
@@ -184,7 +216,7 @@ void link_shuffled(char* from, std::size_t n, std::uint32_t block, PoolBlock*& l
   }
   for (std::size_t i = 0; i < n; ++i) {
     auto* b = reinterpret_cast<PoolBlock*>(from + std::size_t(order[i]) * block);
-    b->next = list;
+    set_link(b, list);
     list = b;
   }
 }
@@ -206,8 +238,8 @@ void carve(Slab* s, PoolBlock*& list, std::size_t most) {
 #endif
   char* p = from;
   for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
-    reinterpret_cast<PoolBlock*>(p)->next = reinterpret_cast<PoolBlock*>(p + s->block_size);
-  reinterpret_cast<PoolBlock*>(p)->next = list;
+    set_link(reinterpret_cast<PoolBlock*>(p), reinterpret_cast<PoolBlock*>(p + s->block_size));
+  set_link(reinterpret_cast<PoolBlock*>(p), list);
   list = reinterpret_cast<PoolBlock*>(from);
   s->carve.store(from + n * s->block_size, std::memory_order_relaxed);
 }
@@ -235,8 +267,8 @@ std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
   PoolBlock* list = nullptr;
   std::uint32_t n = 0;
   for (PoolBlock* b = s->free; b != nullptr && n < want; b = s->free, ++n) {
-    s->free = b->next;
-    b->next = list;
+    s->free = link_of(b);
+    set_link(b, list);
     list = b;
   }
   // Fresh blocks go first, in address order, as carved: nodes allocated in a row stay in a row.
@@ -266,7 +298,7 @@ void* take_checked_block(Slab* s) {
     carve(s, list, kCarveAtOnce);
   PoolBlock* b = list;
   if (b == nullptr) return nullptr;
-  list = b->next;
+  list = link_of(b);
   ++s->used;
   mark_live(s, b);
   return b;
@@ -374,13 +406,13 @@ Slab* full_with_free(Heap* h, unsigned cls) {
 void remote_push(Slab* s, PoolBlock* first, PoolBlock* last, std::uint32_t count) {
   if (s->block_size >= kChainInfoMin) {
     auto* w = reinterpret_cast<std::uintptr_t*>(first);
-    w[2] = addr(last);
-    w[3] = count;
+    w[2] = addr(last) ^ link_mask(first);
+    w[3] = count ^ link_mask(first);
   }
   Heap* owner = slab_owner(s);
   PoolBlock* head = owner->remote_blocks.load(std::memory_order_relaxed);
   do {
-    last->next = head;
+    set_link(last, head);
   } while (!owner->remote_blocks.compare_exchange_weak(head, first, std::memory_order_release,
                                                        std::memory_order_relaxed));
 }
@@ -409,7 +441,7 @@ void batch_remote(Heap* h, Slab* s, void* p) {
     ++h->outgoing_used;
   }
   auto* b = static_cast<PoolBlock*>(p);
-  b->next = e.head;
+  set_link(b, e.head);
   e.head = b;
   if (e.tail == nullptr) e.tail = b;
   if (++e.count == kRemoteBatchMax) flush_batch(h, e);
@@ -428,12 +460,12 @@ void collect_remote(Heap* h) {
     std::uint32_t n = 1;
     if (s->block_size >= kChainInfoMin) {
       const auto* w = reinterpret_cast<const std::uintptr_t*>(b);
-      last = reinterpret_cast<PoolBlock*>(w[2]);
-      n = std::uint32_t(w[3]);
+      last = chain_tail(b, s, w[2] ^ link_mask(b), w[3] ^ link_mask(b));
+      n = std::uint32_t(w[3] ^ link_mask(b));
     }
-    PoolBlock* next = last->next;
+    PoolBlock* next = link_of(last);
     PoolBlock*& list = own_list(s);
-    last->next = list;
+    set_link(last, list);
     list = b;
     after_frees(h, s, n);
     b = next;
@@ -535,7 +567,7 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
   while (b != nullptr) {
     Slab* s = slab_of_class(b, cls);
     if (s->starter || slab_owner(s) != h) {
-      PoolBlock* next = b->next;
+      PoolBlock* next = link_of(b);
       if (s->starter)
         starter_drop(b, cls);  // no home to go to (starter_slab.hpp)
       else
@@ -547,12 +579,13 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
     // one splice and one count.
     PoolBlock* last = b;
     std::uint32_t n = 1;
-    while (last->next != nullptr && slab_of_class(last->next, cls) == s) {
-      last = last->next;
+    PoolBlock* next = link_of(last);
+    while (next != nullptr && slab_of_class(next, cls) == s) {
+      last = next;
+      next = link_of(last);
       ++n;
     }
-    PoolBlock* next = last->next;
-    last->next = s->free;
+    set_link(last, s->free);
     s->free = b;
     after_frees(h, s, n);
     b = next;
@@ -566,9 +599,9 @@ void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   if (bin.count <= keep) return;
   PoolBlock* const sent = bin.free;
   PoolBlock* last = sent;
-  for (std::uint32_t i = 1; i < bin.count - keep; ++i) last = last->next;
-  bin.free = last->next;
-  last->next = nullptr;
+  for (std::uint32_t i = 1; i < bin.count - keep; ++i) last = link_of(last);
+  bin.free = link_of(last);
+  set_link(last, nullptr);
   bin.count = keep;
   release_chain(h, sent, cls);
 }
@@ -601,6 +634,9 @@ Heap* acquire_heap() {
   Heap* h = nullptr;
   {
     os::LockGuard guard(g_heaps_lock);
+#if AK_SECURE
+    if (g_link_key == 0) g_link_key = os::process_secret();
+#endif
     if (g_abandoned) {
       h = g_abandoned;
       g_abandoned = h->next_abandoned;
@@ -687,6 +723,18 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
 // Slow paths called from the inline fast paths
 // ---------------------------------------------------------------------------------------------
 
+#if AK_SECURE
+PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept {
+  if (decoded == nullptr) return nullptr;
+  if (!in_pool_region(decoded) && !in_medium_region(decoded))
+    fail_link("free-list link overwritten", block, decoded);
+  const Slab* s = slab_of_any(decoded);
+  if (!s->starter && !pool_is_carved_block(s, decoded))
+    fail_link("free-list link overwritten", block, decoded);
+  return decoded;
+}
+#endif
+
 void* pool_alloc_slow(unsigned cls, bool* untouched) noexcept {
   Heap* h = tl_heap;
   // A class this thread has no slab of yet starts in the starter slab; a thread that stays there
@@ -720,7 +768,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   }
   if (s->checked) {
     if (slab_owner(s) != h) return batch_remote(h, s, p);
-    b->next = s->checked_free;
+    set_link(b, s->checked_free);
     s->checked_free = b;
     return after_frees(h, s, 1);
   }

@@ -43,9 +43,45 @@ inline constexpr std::uint8_t kNoBin = 0xff;  // Slab::bin_class of slabs whose 
 static_assert(kHeapClasses < kNoBin);
 
 struct PoolBlock {
-  PoolBlock* next;
+  PoolBlock* next;  // read and written through link_of / set_link only
 };
 struct Heap;
+
+// Free-list links (bins, slab lists, remote chains). The secure build stores each one encoded,
+// XORed with a per-process key and with its own address shifted right 12 (as glibc's
+// safe-linking), and checks every link it decodes: an overflow or a write after free that
+// overwrites a freed block's first word leaves a link that decodes to no block at all, which is
+// reported before it is followed. Every other build stores plain pointers.
+#if AK_SECURE
+extern std::uintptr_t g_link_key;  // set before the first heap exists, never changed
+// Returns `decoded`, the link read from `block`, after checking that it is null or a block a slab
+// handed out; reports heap corruption and aborts otherwise.
+PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept;
+#endif
+
+inline std::uintptr_t link_mask(const PoolBlock* b) noexcept {
+#if AK_SECURE
+  return g_link_key ^ (reinterpret_cast<std::uintptr_t>(b) >> 12);
+#else
+  (void)b;
+  return 0;
+#endif
+}
+
+// The block after `b` on its list.
+inline PoolBlock* link_of(const PoolBlock* b) noexcept {
+  auto* n = reinterpret_cast<PoolBlock*>(reinterpret_cast<std::uintptr_t>(b->next) ^ link_mask(b));
+#if AK_SECURE
+  return pool_checked_link(b, n);
+#else
+  return n;
+#endif
+}
+
+// Makes `n` the block after `b`.
+inline void set_link(PoolBlock* b, PoolBlock* n) noexcept {
+  b->next = reinterpret_cast<PoolBlock*>(reinterpret_cast<std::uintptr_t>(n) ^ link_mask(b));
+}
 
 struct alignas(64) Slab {
   // Read-mostly line: set when the slab is set up (`current` flips only when the slab stops or
@@ -210,7 +246,7 @@ inline void* pool_pop(unsigned cls) noexcept {
   PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return nullptr;
-  bin.free = b->next;
+  bin.free = link_of(b);
   --bin.count;
   return b;
 }
@@ -234,7 +270,7 @@ inline std::uint32_t rejoin_at(const Slab* s) noexcept {
 // Pushes block `p` onto `bin`, which has room.
 inline void bin_push(Bin& bin, void* p) noexcept {
   auto* b = static_cast<PoolBlock*>(p);
-  b->next = bin.free;
+  set_link(b, bin.free);
   bin.free = b;
   ++bin.count;
 }
