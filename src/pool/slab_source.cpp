@@ -33,6 +33,7 @@ struct Supply {
   std::size_t in_use = 0;
 
   bool add_region();
+  void guard_region(char* r);
   bool grow_cache();
   std::size_t purge_older_than(std::uint64_t cutoff);
 };
@@ -53,6 +54,23 @@ AK_EARLY_DATA void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
 constinit Supply g_small{kSlabSize, kSmallRegions};
 constinit Supply g_medium{kMediumSlabSize, kMediumRegions};
 
+// Secure build: metadata out of reach of a linear overflow. A small region's first slab slot holds
+// the header table (slab_of) between inaccessible pages and is never handed out; a medium slab's
+// last page is inaccessible, so the next slab's header page cannot be reached from its blocks.
+// Two to sixteen more mappings per 16 MiB region. Caller holds g_lock.
+void Supply::guard_region(char* r) {
+  const std::size_t page = os::page_size();
+  if (region_kind == kSmallRegions) {
+    os::set_accessible(r, kHeaderTableOffset, false);
+    char* after = r + kHeaderTableOffset + kHeaderTableBytes;
+    os::set_accessible(after, std::size_t(r + kSlabSize - after), false);
+    carve = r + kSlabSize;
+    return;
+  }
+  for (char* slab = r; slab < r + kRegionSize; slab += slab_size)
+    os::set_accessible(slab + slab_size - page, page, false);
+}
+
 bool Supply::add_region() {
   if (g_region_count == kMaxRegions) return false;
   auto* r = static_cast<char*>(os::map(kRegionSize, kRegionSize));
@@ -65,6 +83,7 @@ bool Supply::add_region() {
   region_at(g_region_count++) = r;
   carve = r;
   carve_end = r + kRegionSize;
+  if constexpr (kSecureBuild) guard_region(r);
   return true;
 }
 
@@ -152,7 +171,8 @@ void* slab_acquire(bool medium, bool* zeroed) noexcept {
 
 void slab_release(Slab* header) noexcept {
   Supply& s = supply_of(header);
-  auto* slab = reinterpret_cast<void*>(addr(header) & ~(s.slab_size - 1));  // its base
+  auto* slab = reinterpret_cast<void*>(&s == &g_medium ? addr(header) & ~(s.slab_size - 1)
+                                                       : small_slab_base(header));
   {
     os::LockGuard guard(g_lock);
     --s.in_use;

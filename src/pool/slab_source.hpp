@@ -18,14 +18,16 @@ namespace ak::detail {
 
 inline constexpr std::size_t kRegionShift = 24;
 inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
+static_assert(kRegionShift == kSlabRegionShift);
 inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as jemalloc-ish
 
 // Returns: a slab-aligned block of memory of kSlabSize (or kMediumSlabSize when `medium`), or null
 // when out of memory; the caller places the slab's header in it. Its contents are stale (a reused
 // slab) or zero (fresh or decommitted); `*zeroed` says which.
 void* slab_acquire(bool medium, bool* zeroed) noexcept;
-// Effects: takes back the empty slab whose header is `header` (anywhere in its first page) for
-// reuse; then, outside the lock, calls the hook set by slab_source_on_cache (if any).
+// Effects: takes back the empty slab whose header is `header` (small_slab_base finds a small one's
+// base; a medium one's header is at its base) for reuse; then, outside the lock, calls the hook set
+// by slab_source_on_cache (if any).
 void slab_release(Slab* header) noexcept;
 // Effects: `hook` runs after every slab cached for reuse, with the slab's size (liballockit
 // starts its purger there). Set once, before any thread exists.

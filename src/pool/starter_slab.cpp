@@ -21,8 +21,9 @@ bool make_starter() {
   bool zeroed = false;
   auto* base = static_cast<char*>(slab_acquire(false, &zeroed));
   if (base == nullptr) return false;
-  auto* s = ::new (base + slab_color_offset(reinterpret_cast<std::uintptr_t>(base))) Slab{};
-  char* data = reinterpret_cast<char*>(s) + sizeof(Slab);  // a header boundary: a line boundary
+  auto* s = ::new (slab_of(base)) Slab{};
+  // After the header (a line boundary), or, in the secure build, whose headers sit apart, the base.
+  char* data = kSecureBuild ? base : reinterpret_cast<char*>(s) + sizeof(Slab);
   s->owner_tag = 1;  // odd: no heap's address, so every free leaves the fast path
   s->starter = true;
   s->block_size = 16;  // blocks vary; the smallest a free tag fits in (liballockit's checks)

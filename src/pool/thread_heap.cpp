@@ -170,11 +170,15 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
   static_assert(sizeof(Slab) + (kMediumSlabSize / class_size(kClassCount) + 63) / 64 * 8 <=
                 kMediumDataOffset);
-  char* header = medium ? base : base + slab_color_offset(addr(base));
+  // A secure medium slab's last page is a guard (slab_source.cpp); a secure small slab's header
+  // is in its region's table (slab_of), its debug bitmap (if any) at its base, before its blocks.
+  const std::size_t tail_guard = kSecureBuild && medium ? os::page_size() : 0;
+  char* header = medium ? base : reinterpret_cast<char*>(slab_of(base));
   auto* s = reinterpret_cast<Slab*>(header);
+  char* bits = medium || !kSecureBuild ? header + sizeof(Slab) : base;
   char* data = medium ? base + kMediumDataOffset
-                      : reinterpret_cast<char*>(align_up(addr(header) + sizeof(Slab) + bitmap, 64));
-  const std::size_t capacity = std::size_t(base + slab_bytes - data) / block;
+                      : reinterpret_cast<char*>(align_up(addr(bits) + bitmap, 64));
+  const std::size_t capacity = std::size_t(base + slab_bytes - tail_guard - data) / block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
   s->checked = g_checked_slabs;
@@ -189,7 +193,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   // checked slabs hand out blocks their own way (take_checked_block).
   s->zero_tail = zeroed && !kSecureBuild && !s->checked;
   if (s->checked) {
-    s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(header + sizeof(Slab));
+    s->live_bits = reinterpret_cast<std::atomic<std::uint64_t>*>(bits);
     if (!zeroed) std::memset(static_cast<void*>(s->live_bits), 0, bitmap);
   }
   return s;

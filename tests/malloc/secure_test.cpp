@@ -16,6 +16,7 @@
 
 #include "allockit/allockit.h"
 #include "allockit/config.hpp"
+#include "allockit/detail/shared_pool.hpp"
 #include "memory_probe.hpp"
 
 namespace {
@@ -147,6 +148,32 @@ TEST(Secure, AllocationOrderInASlabIsRandom) {
   // In address order all but a few would be (the default build: 198); shuffled in batches of a
   // refill (a few to a page of blocks), about one in five.
   EXPECT_LT(next_in_line, 100) << "blocks came in address order";
+}
+
+// No linear overflow reaches slab metadata: a small slab's header sits in its region's header
+// table, between inaccessible pages, not in the slab; a medium slab's last page, before the next
+// slab's header page, is inaccessible.
+TEST(Secure, SlabHeadersSitApartFromEveryBlock) {
+  constexpr std::uintptr_t kSlab = std::uintptr_t(64) << 10, kMedium = std::uintptr_t(2) << 20;
+  for (std::size_t n : {std::size_t(24), std::size_t(1000), std::size_t(9000)}) {
+    auto* p = static_cast<char*>(ak_malloc(n));
+    const auto base = reinterpret_cast<std::uintptr_t>(p) & ~(kSlab - 1);
+    const auto header = reinterpret_cast<std::uintptr_t>(ak::detail::slab_of(p));
+    EXPECT_TRUE(header < base || header >= base + kSlab) << n;
+    EXPECT_EQ(header % 128, 0u);
+    const std::uintptr_t table = header & ~(kSlab - 1);  // the region's first slot
+    EXPECT_FALSE(readable(reinterpret_cast<void*>(table))) << "guard before the header table";
+    EXPECT_FALSE(readable(reinterpret_cast<void*>(table + kSlab - 1))) << "guard after it";
+    EXPECT_TRUE(readable(reinterpret_cast<void*>(header)));
+    ak_free(p);
+  }
+  for (std::size_t n : {std::size_t(40) << 10, std::size_t(250) << 10}) {
+    auto* p = static_cast<char*>(ak_malloc(n));
+    const auto base = reinterpret_cast<std::uintptr_t>(p) & ~(kMedium - 1);
+    EXPECT_FALSE(readable(reinterpret_cast<void*>(base + kMedium - 1))) << n;
+    EXPECT_LE(reinterpret_cast<std::uintptr_t>(p) + n, base + kMedium - 4096);
+    ak_free(p);
+  }
 }
 
 TEST(Secure, SizedFreesOfTheRightSizePass) {

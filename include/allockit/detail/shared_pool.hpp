@@ -233,10 +233,36 @@ inline std::uintptr_t slab_base(const void* p) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1);
 }
 
+// The secure build keeps small slabs' headers apart from every block: in a table in the first
+// 64 KiB of their 16 MiB region (a slot no slab takes), one 128-byte entry per slab, between
+// inaccessible pages, so no linear overflow of a block (nor of the previous region's last one)
+// reaches metadata. Its slabs' blocks start at the slab's base.
+inline constexpr std::size_t kSlabRegionShift = 24;         // slab_source.hpp's regions
+inline constexpr std::uintptr_t kHeaderTableOffset = 4096;  // after a guard page
+inline constexpr std::uintptr_t kHeaderTableBytes =
+    (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) * kSlabHeaderBytes;
+
 // The header of the small slab holding `p`. Four ALU operations, no load.
 inline Slab* slab_of(const void* p) noexcept {
   const std::uintptr_t base = slab_base(p);
+  if constexpr (kSecureBuild) {
+    constexpr std::uintptr_t kIndexMask =
+        (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) - 1;
+    const std::uintptr_t region = base & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
+    return reinterpret_cast<Slab*>(region + kHeaderTableOffset +
+                                   ((base >> kSlabShift) & kIndexMask) * kSlabHeaderBytes);
+  }
   return reinterpret_cast<Slab*>(base + slab_color_offset(base));
+}
+
+// The base of the small slab whose header is `s` (the inverse of slab_of).
+inline std::uintptr_t small_slab_base(const Slab* s) noexcept {
+  const auto h = reinterpret_cast<std::uintptr_t>(s);
+  if constexpr (kSecureBuild) {
+    const std::uintptr_t region = h & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
+    return region + ((h - region - kHeaderTableOffset) / kSlabHeaderBytes << kSlabShift);
+  }
+  return h & ~(kSlabSize - 1);
 }
 
 // Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
