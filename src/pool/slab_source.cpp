@@ -54,17 +54,16 @@ AK_EARLY_DATA void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
 constinit Supply g_small{kSlabSize, kSmallRegions};
 constinit Supply g_medium{kMediumSlabSize, kMediumRegions};
 
-// Secure build: metadata out of reach of a linear overflow. A small region's first slab slot holds
-// the header table (slab_of) between inaccessible pages and is never handed out; a medium slab's
-// last page is inaccessible, so the next slab's header page cannot be reached from its blocks.
-// Two to sixteen more mappings per 16 MiB region. Caller holds g_lock.
+// Secure build: metadata out of reach of a linear overflow. The pages around a small region's
+// header table (slab_of) are made inaccessible; a medium slab's last page is inaccessible, so the
+// next slab's header page cannot be reached from its blocks. Two to sixteen more mappings per
+// 16 MiB region. Caller holds g_lock.
 void Supply::guard_region(char* r) {
   const std::size_t page = os::page_size();
   if (region_kind == kSmallRegions) {
     os::set_accessible(r, kHeaderTableOffset, false);
     char* after = r + kHeaderTableOffset + kHeaderTableBytes;
     os::set_accessible(after, std::size_t(r + kSlabSize - after), false);
-    carve = r + kSlabSize;
     return;
   }
   for (char* slab = r; slab < r + kRegionSize; slab += slab_size)
@@ -83,6 +82,7 @@ bool Supply::add_region() {
   region_at(g_region_count++) = r;
   carve = r;
   carve_end = r + kRegionSize;
+  if (region_kind == kSmallRegions) carve = r + kSlabSize;  // the header table's slot
   if constexpr (kSecureBuild) guard_region(r);
   return true;
 }
@@ -172,7 +172,7 @@ void* slab_acquire(bool medium, bool* zeroed) noexcept {
 void slab_release(Slab* header) noexcept {
   Supply& s = supply_of(header);
   auto* slab = reinterpret_cast<void*>(&s == &g_medium ? addr(header) & ~(s.slab_size - 1)
-                                                       : small_slab_base(header));
+                                                       : small_slab_base(header));  // its base
   {
     os::LockGuard guard(g_lock);
     --s.in_use;

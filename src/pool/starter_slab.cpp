@@ -22,9 +22,8 @@ bool make_starter() {
   auto* base = static_cast<char*>(slab_acquire(false, &zeroed));
   if (base == nullptr) return false;
   auto* s = ::new (slab_of(base)) Slab{};
-  // After the header (a line boundary), or, in the secure build, whose headers sit apart, the base.
-  char* data = kSecureBuild ? base : reinterpret_cast<char*>(s) + sizeof(Slab);
-  s->owner_tag = 1;  // odd: no heap's address, so every free leaves the fast path
+  char* data = base;  // its header sits apart, in its region's table
+  s->owner_tag = 1;   // odd: no heap's address, so every free leaves the fast path
   s->starter = true;
   s->block_size = 16;  // blocks vary; the smallest a free tag fits in (liballockit's checks)
   s->data = data;

@@ -8,8 +8,8 @@
 // touching one page per 4 KiB handed out. (8 KiB, not 4: a shell's fork child takes one 8 KiB
 // buffer, which cost a slab, and two page faults, per child.) A class that needs more gets its own
 // slab, as before. The starter slab is a 64 KiB slab like any other, so its blocks are found,
-// freed and measured through its header; it hands out kStarterBlockBytes of blocks, from right
-// after its header.
+// freed and measured through its header; it hands out kStarterBlockBytes of blocks, from its
+// base (its header sits apart, in its region's table).
 //
 // A block freed by a thread with a heap joins that thread's bin of its class, so a class that
 // churns a little keeps reusing the same few starter blocks on the same dense pages (a shell's
@@ -37,8 +37,8 @@ inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
 inline constexpr std::uint32_t kStarterBinFrees = 16384;
 inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
-// The blocks the starter slab hands out (past its header, whatever its colour offset): as many as
-// its map can cover beside the first heap on the hot page.
+// The blocks the starter slab hands out, from its base: as many as its map can cover beside the
+// first heap on the hot page.
 inline constexpr std::size_t kStarterBlockBytes = std::size_t(48) << 10;
 
 // The starter slab's state, all zero until the first block is handed out. Counters are narrow to

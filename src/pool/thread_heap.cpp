@@ -155,8 +155,8 @@ void retire_slab(Slab* s) {
 // Slabs: setup, carving, retirement
 // ---------------------------------------------------------------------------------------------
 
-// A small slab's header goes at its colour offset (shared_pool.hpp) and its blocks start at the
-// first line after the header (and debug bitmap); a medium slab's header is at its start and its
+// A small slab's header goes in its region's table and its blocks start at its colour offset
+// (shared_pool.hpp), after its debug bitmap if any; a medium slab's header is at its start and its
 // blocks at its second page, so medium blocks (multiples of 4 KiB) are page-aligned.
 Slab* new_slab(Heap* h, unsigned cls) {
   const bool medium = cls >= kClassCount;
@@ -170,12 +170,13 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t bitmap = g_checked_slabs ? (max_blocks + 63) / 64 * 8 : 0;
   static_assert(sizeof(Slab) + (kMediumSlabSize / class_size(kClassCount) + 63) / 64 * 8 <=
                 kMediumDataOffset);
-  // A secure medium slab's last page is a guard (slab_source.cpp); a secure small slab's header
-  // is in its region's table (slab_of), its debug bitmap (if any) at its base, before its blocks.
+  // A small slab's header is in its region's table (slab_of); its debug bitmap (if any) and then
+  // its blocks start at its colour offset. A secure medium slab's last page is a guard
+  // (slab_source.cpp).
   const std::size_t tail_guard = kSecureBuild && medium ? os::page_size() : 0;
   char* header = medium ? base : reinterpret_cast<char*>(slab_of(base));
   auto* s = reinterpret_cast<Slab*>(header);
-  char* bits = medium || !kSecureBuild ? header + sizeof(Slab) : base;
+  char* bits = medium ? header + sizeof(Slab) : base + slab_color_offset(addr(base));
   char* data = medium ? base + kMediumDataOffset
                       : reinterpret_cast<char*>(align_up(addr(bits) + bitmap, 64));
   const std::size_t capacity = std::size_t(base + slab_bytes - tail_guard - data) / block;

@@ -1,6 +1,6 @@
 // Inline fast paths of the shared size-class pools (pool.hpp). Internal: only pool.hpp includes it.
-// A slab is a 64 KiB-aligned run of same-class blocks whose header sits in its first page, at an
-// offset its address gives (slab_of), so a block's slab is computed, never looked up. Each slab
+// A slab is a 64 KiB-aligned run of same-class blocks whose header sits at a place its address
+// gives (slab_of), so a block's slab is computed, never looked up. Each slab
 // belongs to one thread heap. In front of the slabs, each thread heap keeps a bin per class: a
 // bounded LIFO list of free blocks of that class from any slab, its own or another heap's. Frees
 // push onto the freeing thread's bin and allocations pop from it, so a block freed is the next
@@ -215,15 +215,22 @@ inline std::size_t pool_block_size(const Slab* s, const void* p) noexcept {
   return s->starter ? pool_starter_block_size(s, p) : s->block_size;
 }
 
-// A small slab's header sits at one of kSlabColors offsets in its first page, 128 bytes apart,
-// chosen by the slab's address; its blocks start right after it. At one offset, every header was
-// 64 KiB-aligned and so in the same cache sets (two of L1's, one of L2's): a thread with 100 slabs
-// missed on nearly every header it read. Colouring costs two ALU operations more per lookup and
-// at most 31 * 128 bytes of each slab's first page.
+// Small slabs' headers sit apart from their blocks, in a table in the first 64 KiB slot of their
+// 16 MiB region (a slot no slab takes), one 128-byte entry per slab; the secure build makes the
+// pages around the table inaccessible, so no linear overflow reaches metadata. Dense headers keep
+// a slab's pages untouched until its blocks are (100,000 never-written 3000-byte blocks: 1.5 MiB
+// resident, not 20.7), and a thread's headers share a few pages. A slab's blocks start at one of
+// kSlabColors offsets from its base, 128 bytes apart, chosen by its address: starting every slab's
+// blocks at its 64 KiB-aligned base put them in the same cache sets and made bench-malloc-simple
+// 20% slower. At most 31 * 128 bytes of each slab.
 inline constexpr std::uintptr_t kSlabColors = 32;
 inline constexpr std::uintptr_t kSlabHeaderBytes = 128;
+inline constexpr std::size_t kSlabRegionShift = 24;         // slab_source.hpp's regions
+inline constexpr std::uintptr_t kHeaderTableOffset = 4096;  // after a page (a guard when secure)
+inline constexpr std::uintptr_t kHeaderTableBytes =
+    (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) * kSlabHeaderBytes;
 
-// The colour offset of the small slab whose 64 KiB-aligned base is `base`.
+// The colour offset of the small slab whose 64 KiB-aligned base is `base`: where its blocks start.
 constexpr std::uintptr_t slab_color_offset(std::uintptr_t base) noexcept {
   return ((base >> kSlabShift) & (kSlabColors - 1)) * kSlabHeaderBytes;
 }
@@ -233,36 +240,20 @@ inline std::uintptr_t slab_base(const void* p) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) & ~(kSlabSize - 1);
 }
 
-// The secure build keeps small slabs' headers apart from every block: in a table in the first
-// 64 KiB of their 16 MiB region (a slot no slab takes), one 128-byte entry per slab, between
-// inaccessible pages, so no linear overflow of a block (nor of the previous region's last one)
-// reaches metadata. Its slabs' blocks start at the slab's base.
-inline constexpr std::size_t kSlabRegionShift = 24;         // slab_source.hpp's regions
-inline constexpr std::uintptr_t kHeaderTableOffset = 4096;  // after a guard page
-inline constexpr std::uintptr_t kHeaderTableBytes =
-    (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) * kSlabHeaderBytes;
-
 // The header of the small slab holding `p`. Four ALU operations, no load.
 inline Slab* slab_of(const void* p) noexcept {
+  constexpr std::uintptr_t kIndexMask = (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) - 1;
   const std::uintptr_t base = slab_base(p);
-  if constexpr (kSecureBuild) {
-    constexpr std::uintptr_t kIndexMask =
-        (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) - 1;
-    const std::uintptr_t region = base & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
-    return reinterpret_cast<Slab*>(region + kHeaderTableOffset +
-                                   ((base >> kSlabShift) & kIndexMask) * kSlabHeaderBytes);
-  }
-  return reinterpret_cast<Slab*>(base + slab_color_offset(base));
+  const std::uintptr_t region = base & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
+  return reinterpret_cast<Slab*>(region + kHeaderTableOffset +
+                                 ((base >> kSlabShift) & kIndexMask) * kSlabHeaderBytes);
 }
 
 // The base of the small slab whose header is `s` (the inverse of slab_of).
 inline std::uintptr_t small_slab_base(const Slab* s) noexcept {
   const auto h = reinterpret_cast<std::uintptr_t>(s);
-  if constexpr (kSecureBuild) {
-    const std::uintptr_t region = h & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
-    return region + ((h - region - kHeaderTableOffset) / kSlabHeaderBytes << kSlabShift);
-  }
-  return h & ~(kSlabSize - 1);
+  const std::uintptr_t region = h & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
+  return region + ((h - region - kHeaderTableOffset) / kSlabHeaderBytes << kSlabShift);
 }
 
 // Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
