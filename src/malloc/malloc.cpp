@@ -67,16 +67,10 @@ inline bool tag_freed(const Slab* s, void* p) {
   return true;
 }
 
-// A block of pooled class `cls`, or null when out of memory. `*untouched` is set when it is a
-// never-written one (pool_alloc_slow): zero, and left unwritten so no page faults in here.
-inline void* pool_take(unsigned cls, bool* untouched) {
-  if (void* p = pool_pop(cls)) [[likely]]
-    return p;
-  return pool_alloc_slow(cls, untouched);
-}
-
+// A block of small class `cls`, untagged; `*zeroed` is set when it is a never-written one
+// (pool_alloc_slow's `untouched`): zero, and left unwritten so no page faults in here.
 inline void* alloc_small(unsigned cls, bool* zeroed) {
-  void* p = pool_take(cls, zeroed);
+  void* p = pool_alloc(cls, zeroed);
   return p && !*zeroed ? clear_tag(p, cls) : p;
 }
 
@@ -119,9 +113,9 @@ thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nul
 // A medium block of a class that may be sealed: unsealed if it was, and never the one this thread
 // sealed last while another can be had.
 void* alloc_sealable(unsigned cls, bool* zeroed) {
-  void* p = pool_take(cls, zeroed);
+  void* p = pool_alloc(cls, zeroed);
   if (p != nullptr && p == tl_last_sealed) {  // popped, so not untouched
-    if (void* q = pool_take(cls, zeroed)) {
+    if (void* q = pool_alloc(cls, zeroed)) {
       pool_free_in(medium_slab_of(p), p);  // still tagged: the next request unseals it
       p = q;
     }

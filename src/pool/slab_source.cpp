@@ -171,8 +171,8 @@ void* slab_acquire(bool medium, bool* zeroed) noexcept {
 
 void slab_release(Slab* header) noexcept {
   Supply& s = supply_of(header);
-  auto* slab = reinterpret_cast<void*>(&s == &g_medium ? addr(header) & ~(s.slab_size - 1)
-                                                       : small_slab_base(header));  // its base
+  // Its base: a medium slab's header is at it.
+  auto* slab = reinterpret_cast<void*>(&s == &g_medium ? addr(header) : small_slab_base(header));
   {
     os::LockGuard guard(g_lock);
     --s.in_use;

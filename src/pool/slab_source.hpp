@@ -16,9 +16,8 @@
 
 namespace ak::detail {
 
-inline constexpr std::size_t kRegionShift = 24;
+inline constexpr std::size_t kRegionShift = kSlabRegionShift;  // the header tables' regions
 inline constexpr std::size_t kRegionSize = std::size_t(1) << kRegionShift;
-static_assert(kRegionShift == kSlabRegionShift);
 inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as jemalloc-ish
 
 // Returns: a slab-aligned block of memory of kSlabSize (or kMediumSlabSize when `medium`), or null

@@ -101,19 +101,33 @@ void unlink(Heap* h, Slab* s) {
 }
 #endif
 
-// The tail of the remote chain headed by `b` of slab `s`, from the head's words 2 and 3 (decoded):
-// checked in the secure build to be a block of `s` and the count to fit the slab.
-PoolBlock* chain_tail(const PoolBlock* b, const Slab* s, std::uintptr_t tail, std::uintptr_t n) {
-  auto* last = reinterpret_cast<PoolBlock*>(tail);
+// A remote chain's tail and length, which its head of kChainInfoMin bytes or more carries in
+// words 2 and 3, encoded as its links are (link_mask).
+struct ChainInfo {
+  PoolBlock* last;
+  std::uint32_t count;
+};
+
+void write_chain_info(PoolBlock* head, ChainInfo c) {
+  auto* w = reinterpret_cast<std::uintptr_t*>(head);
+  w[2] = addr(c.last) ^ link_mask(head);
+  w[3] = c.count ^ link_mask(head);
+}
+
+// Checked in the secure build: the tail a block of `s`, the length one that fits the slab.
+ChainInfo read_chain_info(const PoolBlock* head, const Slab* s) {
+  const auto* w = reinterpret_cast<const std::uintptr_t*>(head);
+  const std::uintptr_t last = w[2] ^ link_mask(head), n = w[3] ^ link_mask(head);
 #if AK_SECURE
-  if (slab_of_any(last) != s || !pool_is_carved_block(s, last))
-    fail_link("remote chain tail overwritten", b, last);
+  if (slab_of_any(reinterpret_cast<void*>(last)) != s ||
+      !pool_is_carved_block(s, reinterpret_cast<void*>(last)))
+    fail_link("remote chain tail overwritten", head, reinterpret_cast<void*>(last));
   if (n == 0 || n > s->capacity)
-    fail_link("remote chain length overwritten", b, reinterpret_cast<const void*>(n));
+    fail_link("remote chain length overwritten", head, reinterpret_cast<void*>(n));
 #else
-  (void)b, (void)s, (void)n;
+  (void)s;
 #endif
-  return last;
+  return ChainInfo{reinterpret_cast<PoolBlock*>(last), std::uint32_t(n)};
 }
 
 std::size_t block_index(const Slab* s, const void* p) {
@@ -323,6 +337,11 @@ void* take_untouched(Slab* s, bool* untouched) {
   return p;
 }
 
+// Whether slab `s` hands out untouched blocks now (take_untouched): zero_tail, nothing home.
+bool gives_untouched(const Slab* s) {
+  return s->zero_tail && s->free == nullptr;
+}
+
 // Whether slab `s` has nothing left to give: no block home and none left to carve.
 bool exhausted(const Slab* s) {
   return s->free == nullptr && s->checked_free == nullptr &&
@@ -409,11 +428,7 @@ Slab* full_with_free(Heap* h, unsigned cls) {
 // remote stack: one CAS. Blocks of kChainInfoMin bytes or more get the chain's tail and length in
 // the head's words 2 and 3, which collect_remote reads instead of walking the chain.
 void remote_push(Slab* s, PoolBlock* first, PoolBlock* last, std::uint32_t count) {
-  if (s->block_size >= kChainInfoMin) {
-    auto* w = reinterpret_cast<std::uintptr_t*>(first);
-    w[2] = addr(last) ^ link_mask(first);
-    w[3] = count ^ link_mask(first);
-  }
+  if (s->block_size >= kChainInfoMin) write_chain_info(first, ChainInfo{last, count});
   Heap* owner = slab_owner(s);
   PoolBlock* head = owner->remote_blocks.load(std::memory_order_relaxed);
   do {
@@ -464,9 +479,9 @@ void collect_remote(Heap* h) {
     PoolBlock* last = b;
     std::uint32_t n = 1;
     if (s->block_size >= kChainInfoMin) {
-      const auto* w = reinterpret_cast<const std::uintptr_t*>(b);
-      last = chain_tail(b, s, w[2] ^ link_mask(b), w[3] ^ link_mask(b));
-      n = std::uint32_t(w[3] ^ link_mask(b));
+      const ChainInfo c = read_chain_info(b, s);
+      last = c.last;
+      n = c.count;
     }
     PoolBlock* next = link_of(last);
     PoolBlock*& list = own_list(s);
@@ -690,7 +705,7 @@ void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
   Slab* s = h->current[cls];
   if (s == nullptr) return nullptr;
   if (s->checked) return take_checked_block(s);
-  if (s->zero_tail && s->free == nullptr) return take_untouched(s, untouched);
+  if (gives_untouched(s)) return take_untouched(s, untouched);
   Bin& bin = h->bins[cls];
   return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop(cls)
                                                                             : nullptr;
@@ -701,7 +716,7 @@ void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
 // memory.
 void* refill(Heap* h, unsigned cls, bool* untouched) {
   // Handing out untouched blocks one by one is not the bin running dry: its limit stays.
-  if (Slab* s = h->current[cls]; s != nullptr && s->zero_tail && s->free == nullptr)
+  if (Slab* s = h->current[cls]; s != nullptr && gives_untouched(s))
     if (void* p = take_untouched(s, untouched)) return p;
   grow_limit(h, cls);
   if (void* p = take_from_current(h, cls, untouched)) return p;

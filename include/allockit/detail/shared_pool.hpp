@@ -85,8 +85,9 @@ inline void set_link(PoolBlock* b, PoolBlock* n) noexcept {
 
 struct alignas(64) Slab {
   // Read-mostly line: set when the slab is set up (`current` flips only when the slab stops or
-  // starts being its class's current one; `carve` moves once per page of blocks). Every free
-  // reads it, so nothing hot writes it.
+  // starts being its class's current one; `carve` moves once per page of blocks, or once per
+  // fresh block of a zero_tail slab, only while it has none home). Every free reads it, so
+  // nothing that runs per call writes it.
   std::uintptr_t owner_tag;  // owning Heap address; | 1 when checked
   // The bin the fast free pushes this slab's blocks onto: its class, or kNoBin (the starter slab,
   // checked slabs), which sends every free out of line.
@@ -103,8 +104,10 @@ struct alignas(64) Slab {
   char* data;                             // first block
   char* end;                              // end of the last whole block
   std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
-  // Next never-used block; blocks are carved lazily. The owner moves it; any freeing thread reads
-  // it (relaxed: a block handed out was carved before, so its thread sees at least that much).
+  // Next never-used block; blocks are carved lazily. The owner moves it (a page at a time, or a
+  // block at a time while a zero_tail slab hands out untouched blocks: a write to this line per
+  // fresh block); any freeing thread reads it (relaxed: a block handed out was carved before, so
+  // its thread sees at least that much).
   std::atomic<char*> carve;
   // Owner line: written by the owner thread only.
   alignas(64) PoolBlock* free;  // free blocks home in this slab (not in any bin)
@@ -227,8 +230,10 @@ inline constexpr std::uintptr_t kSlabColors = 32;
 inline constexpr std::uintptr_t kSlabHeaderBytes = 128;
 inline constexpr std::size_t kSlabRegionShift = 24;         // slab_source.hpp's regions
 inline constexpr std::uintptr_t kHeaderTableOffset = 4096;  // after a page (a guard when secure)
-inline constexpr std::uintptr_t kHeaderTableBytes =
-    (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) * kSlabHeaderBytes;
+inline constexpr std::uintptr_t kSlabRegionMask = (std::uintptr_t(1) << kSlabRegionShift) - 1;
+inline constexpr std::uintptr_t kSlabsPerRegion = std::uintptr_t(1)
+                                                  << (kSlabRegionShift - kSlabShift);
+inline constexpr std::uintptr_t kHeaderTableBytes = kSlabsPerRegion * kSlabHeaderBytes;
 
 // The colour offset of the small slab whose 64 KiB-aligned base is `base`: where its blocks start.
 constexpr std::uintptr_t slab_color_offset(std::uintptr_t base) noexcept {
@@ -242,17 +247,15 @@ inline std::uintptr_t slab_base(const void* p) noexcept {
 
 // The header of the small slab holding `p`. Four ALU operations, no load.
 inline Slab* slab_of(const void* p) noexcept {
-  constexpr std::uintptr_t kIndexMask = (std::uintptr_t(1) << (kSlabRegionShift - kSlabShift)) - 1;
   const std::uintptr_t base = slab_base(p);
-  const std::uintptr_t region = base & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
-  return reinterpret_cast<Slab*>(region + kHeaderTableOffset +
-                                 ((base >> kSlabShift) & kIndexMask) * kSlabHeaderBytes);
+  return reinterpret_cast<Slab*>((base & ~kSlabRegionMask) + kHeaderTableOffset +
+                                 ((base >> kSlabShift) & (kSlabsPerRegion - 1)) * kSlabHeaderBytes);
 }
 
 // The base of the small slab whose header is `s` (the inverse of slab_of).
 inline std::uintptr_t small_slab_base(const Slab* s) noexcept {
   const auto h = reinterpret_cast<std::uintptr_t>(s);
-  const std::uintptr_t region = h & ~((std::uintptr_t(1) << kSlabRegionShift) - 1);
+  const std::uintptr_t region = h & ~kSlabRegionMask;
   return region + ((h - region - kHeaderTableOffset) / kSlabHeaderBytes << kSlabShift);
 }
 
@@ -269,11 +272,11 @@ inline void* pool_pop(unsigned cls) noexcept {
 }
 
 // Pops a block of class `cls`, or null when out of memory. Fast path: pool_pop; no lock, no
-// atomic.
-inline void* pool_alloc(unsigned cls) noexcept {
+// atomic. `*untouched` as pool_alloc_slow sets it (a popped block never is).
+inline void* pool_alloc(unsigned cls, bool* untouched = nullptr) noexcept {
   if (void* p = pool_pop(cls)) [[likely]]
     return p;
-  return pool_alloc_slow(cls);
+  return pool_alloc_slow(cls, untouched);
 }
 
 // `used` at which a full slab rejoins its class's avail list: when a sixteenth of it is free
