@@ -37,16 +37,30 @@ inline unsigned malloc_class(std::size_t size) {
   return size <= 8 ? 0 : kClasses.of[(size + 15) >> 4];
 }
 
-// A freed block of 16 bytes or more carries this tag in its second word; malloc clears it. Keyed
-// by an address ASLR randomises, so user data matches it by accident with odds of 2^-64.
+// A freed block of 16 bytes or more carries this tag in its second word (the pools' freed-block
+// tag, pool_free_tag); malloc checks it when it pops the block and clears it.
 inline std::uintptr_t free_tag(const void* p) {
-  static const char anchor = 0;
-  return (addr(&anchor) * 0x9E3779B97F4A7C15ull) ^ addr(p);
+  return pool_free_tag(p);
 }
 
 // A pooled block being handed out loses its freed-block tag (class 0 blocks, 8 bytes, have none).
 inline void* clear_tag(void* p, unsigned cls) {
   if (cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+  return p;
+}
+
+[[noreturn, gnu::noinline]] void popped_without_tag(const void* p) {
+  bad_pointer("malloc()", "heap corruption (a free block freed twice or written after free)", p);
+}
+
+// Block `p` of small class `cls`, just popped from a bin, untagged after checking its tag: a
+// block handed out already (freed twice, so in the bin twice) or written after free has none.
+inline void* take_popped(void* p, unsigned cls) {
+  if (cls == 0) return p;
+  auto* w = static_cast<std::uintptr_t*>(p);
+  if (w[1] != free_tag(p)) [[unlikely]]
+    popped_without_tag(p);
+  w[1] = 0;
   return p;
 }
 
@@ -57,7 +71,8 @@ inline bool carved_pooled(const void* p) {
 }
 
 // Tags well-formed pooled block `p` of slab `s` as freed. Returns false, changing nothing, when it
-// already carries the tag: a double free.
+// already carries the tag: a double free. Slow paths only: the fast free reads nothing of the
+// block (pool_try_free).
 inline bool tag_freed(const Slab* s, void* p) {
   if (s->block_size < 16) return true;  // no room for a tag
   auto* w = static_cast<std::uintptr_t*>(p);
@@ -70,7 +85,8 @@ inline bool tag_freed(const Slab* s, void* p) {
 // A block of small class `cls`, untagged; `*zeroed` is set when it is a never-written one
 // (pool_alloc_slow's `untouched`): zero, and left unwritten so no page faults in here.
 inline void* alloc_small(unsigned cls, bool* zeroed) {
-  void* p = pool_alloc(cls, zeroed);
+  if (void* p = pool_pop(cls)) return take_popped(p, cls);
+  void* p = pool_alloc_slow(cls, zeroed);  // checks the tag of a block it pops
   return p && !*zeroed ? clear_tag(p, cls) : p;
 }
 
@@ -122,6 +138,7 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
   }
   tl_last_sealed = nullptr;
   if (p == nullptr || *zeroed) return p;
+  if (!carries_freed_tag(p)) popped_without_tag(p);
   auto* w = static_cast<std::uintptr_t*>(p);
   if (w[1] == sealed_tag(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
                                                    class_size(cls) - kMediumDataOffset, true)) {
@@ -326,8 +343,10 @@ void free_any(const char* call, void* p) {
   if (in_pool_region(p)) [[likely]] {
     // What the fast free skipped (block boundaries), then the freed-block tag (double free).
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    if (!tag_freed(slab_of(p), p)) bad_pointer(call, "double free detected", p);
-    return pool_free(p);
+    Slab* s = slab_of(p);
+    if (!tag_freed(s, p) || (s->bin_class != kNoBin && pool_is_newest_free(s->bin_class, p)))
+      bad_pointer(call, "double free detected", p);
+    return pool_free_in(s, p);
   }
   if (in_medium_region(p)) {
     Slab* s = medium_block(p);
@@ -373,8 +392,11 @@ __attribute__((constructor)) void init_at_load() {
         .print();
 }
 
+// At exit: the blocks still in this thread's bins have their tags checked (a double free whose
+// block was never handed out again is reported here at the latest).
 __attribute__((destructor)) void report_at_exit() {
   if constexpr (kSecureBuild) quarantine_check();
+  pool_audit_bins();
   if (options().stats_at_exit) ak_stats_print();
 }
 
@@ -391,7 +413,7 @@ void* ak_malloc(size_t size) noexcept {
   if (size <= kMaxPooledSize) [[likely]] {
     const unsigned cls = malloc_class(size);
     if (void* p = pool_pop(cls)) [[likely]]
-      return clear_tag(p, cls);
+      return take_popped(p, cls);
   }
   return malloc_slow(size);  // out of line, so the fast path above needs no stack frame
 }
@@ -403,9 +425,9 @@ void* ak_malloc(size_t size) noexcept {
 void ak_free(void* p) noexcept {
   if (p == nullptr) return;
   if constexpr (kSecureBuild) return secure_free("free()", p);
-  if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && tag_freed(slab_of(p), p))
+  if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && pool_try_free(slab_of(p), p))
       [[likely]]
-    return pool_free(p);
+    return;
   free_any("free()", p);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "allockit/detail/shared_pool.hpp"
+#include "pool/free_tags.hpp"
 #include "pool/slab_source.hpp"
 #include "pool/starter_slab.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "core/core.hpp"
 #include "os/os.hpp"
+#include "pool/free_tags.hpp"
 #include "pool/hot_page.hpp"
 #include "pool/slab_source.hpp"
 #include "pool/starter_slab.hpp"
@@ -236,6 +237,7 @@ void link_shuffled(char* from, std::size_t n, std::uint32_t block, PoolBlock*& l
   for (std::size_t i = 0; i < n; ++i) {
     auto* b = reinterpret_cast<PoolBlock*>(from + std::size_t(order[i]) * block);
     set_link(b, list);
+    pool_tag_freed(b);
     list = b;
   }
 }
@@ -255,10 +257,15 @@ void carve(Slab* s, PoolBlock*& list, std::size_t most) {
     return;
   }
 #endif
+  // Each block gets its link and, 16 bytes or more, its freed tag: a free block like any other.
   char* p = from;
-  for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size)
+  const bool tagged = s->block_size >= 16;
+  for (std::size_t i = 0; i + 1 < n; ++i, p += s->block_size) {
     set_link(reinterpret_cast<PoolBlock*>(p), reinterpret_cast<PoolBlock*>(p + s->block_size));
+    if (tagged) pool_tag_freed(p);
+  }
   set_link(reinterpret_cast<PoolBlock*>(p), list);
+  if (tagged) pool_tag_freed(p);
   list = reinterpret_cast<PoolBlock*>(from);
   s->carve.store(from + n * s->block_size, std::memory_order_relaxed);
 }
@@ -582,10 +589,13 @@ Slab* slab_of_class(const void* b, unsigned cls) {
 
 // Sends the chain of blocks of class `cls` starting at `b` home: each block of one of h's
 // slabs goes back onto that slab's list (settling it), each block of another heap's slab into the
-// batch for that heap; a block of the starter slab is dropped.
+// batch for that heap; a block of the starter slab is dropped. Every block of a tagged class was
+// marked by trim_bin's walk and is unmarked here.
 void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
+  const bool tagged = class_is_tagged(cls);
   while (b != nullptr) {
     Slab* s = slab_of_class(b, cls);
+    if (tagged) tag_unmark_walked(b);
     if (s->starter || slab_owner(s) != h) {
       PoolBlock* next = link_of(b);
       if (s->starter)
@@ -601,6 +611,7 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
     std::uint32_t n = 1;
     PoolBlock* next = link_of(last);
     while (next != nullptr && slab_of_class(next, cls) == s) {
+      if (tagged) tag_unmark_walked(next);
       last = next;
       next = link_of(last);
       ++n;
@@ -617,9 +628,16 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   Bin& bin = h->bins[cls];
   if (bin.count <= keep) return;
+  // The walk checks each block's tag and marks it, so a block met twice (freed twice) is caught
+  // before it reaches a slab's list twice; release_chain unmarks them.
   PoolBlock* const sent = bin.free;
   PoolBlock* last = sent;
-  for (std::uint32_t i = 1; i < bin.count - keep; ++i) last = link_of(last);
+  const bool tagged = class_is_tagged(cls);
+  if (tagged) tag_mark_walked(last);
+  for (std::uint32_t i = 1; i < bin.count - keep; ++i) {
+    last = link_of(last);
+    if (tagged) tag_mark_walked(last);
+  }
   bin.free = link_of(last);
   set_link(last, nullptr);
   bin.count = keep;
@@ -707,7 +725,7 @@ void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
   if (s->checked) return take_checked_block(s);
   if (gives_untouched(s)) return take_untouched(s, untouched);
   Bin& bin = h->bins[cls];
-  return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop(cls)
+  return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop_checked(cls)
                                                                             : nullptr;
 }
 
@@ -774,9 +792,10 @@ void pool_free_other(Slab* s, void* p) noexcept {
     const unsigned cls = starter_block_class(s, p);
     Bin& bin = h->bins[cls];
     if (bin.count >= bin.limit || !starter_may_bin(cls)) return starter_drop(p, cls);
-    // A class-0 block here spans a cache line. liballockit tags the second word of every freed
-    // starter block but untags only blocks of 16 bytes or more: cleared here, so it is handed out
-    // untagged, as class-0 blocks elsewhere are.
+    // A class-0 block here spans a cache line. Frees tag the second word of every starter block
+    // (its header's block size is 16), but only blocks of 16 bytes or more are untagged when
+    // handed out: a class-0 one is cleared here, so it is handed out untagged, as class-0 blocks
+    // elsewhere are.
     if (cls == 0) static_cast<std::uintptr_t*>(p)[1] = 0;
     return bin_push(bin, p);
   }

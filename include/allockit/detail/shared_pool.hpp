@@ -59,6 +59,22 @@ extern std::uintptr_t g_link_key;  // set before the first heap exists, never ch
 PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept;
 #endif
 
+// Freed-block tags. Every free block of 16 bytes or more in a bin or on a slab's list carries, in
+// its second word, a value keyed by its address (one XOR: user data matches it by accident with
+// odds of about 2^-64; the key is a constant, as code inlined into programs computes it too, and a
+// data symbol would be copied into a program's executable away from the library's own reference to
+// it). Frees write it without reading the block, and every path a free block leaves by checks it
+// (liballockit's malloc when it pops one, the allocation slow path, a bin sending blocks home, the
+// audit at exit). A tag found missing there means the block was handed out twice (freed twice) or
+// written after free. Bit 0 set marks liballockit's sealed medium blocks; bit 2 marks a block while
+// a bin's walk visits it, so a block met twice in one walk (freed twice) is seen.
+inline std::uintptr_t pool_free_tag(const void* p) noexcept {
+  return 0xA55A'1CED'F4EE'0B50ull ^ reinterpret_cast<std::uintptr_t>(p);  // never an address
+}
+inline void pool_tag_freed(void* p) noexcept {
+  static_cast<std::uintptr_t*>(p)[1] = pool_free_tag(p);
+}
+
 inline std::uintptr_t link_mask(const PoolBlock* b) noexcept {
 #if AK_SECURE
   return g_link_key ^ (reinterpret_cast<std::uintptr_t>(b) >> 12);
@@ -295,10 +311,32 @@ inline void bin_push(Bin& bin, void* p) noexcept {
   ++bin.count;
 }
 
-// Returns block `p` of slab `s` (small or medium): pushed onto this thread's bin of its class,
-// whichever heap's slab it is in. Fast path: the slab's bin class (a load from its read-mostly
-// line), the bin's count against its limit, two stores and an increment. A full bin, a thread
-// without a heap, the starter slab and checked slabs go out of line.
+// liballockit's free: pushes block `p` of small slab `s` onto this thread's bin, tagged, and
+// returns true; returns false, changing nothing, for whatever the fast path leaves (as
+// pool_free_in) and for `p` the bin's newest block, a block freed twice in a row. No load of the
+// block: a double free further down the bin is found when the block leaves it (pool_free_tag).
+// (Reading the tag here cost xmalloc 16%, larson 10%: the block's line is often cold or on
+// another core, and a load, unlike a store, holds up everything after it.)
+inline bool pool_try_free(Slab* s, void* p) noexcept {
+  const unsigned cls = s->bin_class;
+  if (cls == kNoBin) return false;
+  Bin& bin = tl_heap->bins[cls];
+  if (bin.count >= bin.limit || bin.free == p) return false;
+  if (cls != 0) pool_tag_freed(p);
+  bin_push(bin, p);
+  return true;
+}
+
+// Whether block `p` of a class of `cls` is the newest in this thread's bin: freed just now.
+inline bool pool_is_newest_free(unsigned cls, const void* p) noexcept {
+  return tl_heap->bins[cls].free == p;
+}
+
+// Returns block `p` of slab `s` (small or medium), already tagged if 16 bytes or more: pushed onto
+// this thread's bin of its class, whichever heap's slab it is in. Fast path: the slab's bin class
+// (a load from its read-mostly line), the bin's count against its limit, two stores and an
+// increment. A full bin, a thread without a heap, the starter slab and checked slabs go out of
+// line.
 inline void pool_free_in(Slab* s, void* p) noexcept {
   const unsigned cls = s->bin_class;
   if (cls != kNoBin) [[likely]] {
@@ -312,7 +350,9 @@ inline void pool_free_in(Slab* s, void* p) noexcept {
 // As pool_free_in, for a block of a small (64 KiB) slab.
 inline void pool_free(void* p) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
-  pool_free_in(slab_of(p), p);
+  Slab* s = slab_of(p);
+  if (s->block_size >= 16) pool_tag_freed(p);
+  pool_free_in(s, p);
 }
 
 // As pool_free, for callers that know the block's class at compile time (sized delete, node
@@ -325,9 +365,11 @@ inline void pool_free(void* p, unsigned cls) noexcept {
   if constexpr (kDebugBuild) return pool_free(p);  // checked slabs: every free goes slow
   Slab* s = slab_of(p);
   Bin& bin = tl_heap->bins[cls];
-  if (s->bin_class == cls && bin.count < bin.limit) [[likely]]
+  if (s->bin_class == cls && bin.count < bin.limit) [[likely]] {
+    if (cls != 0) pool_tag_freed(p);
     return bin_push(bin, p);
-  pool_free_in(s, p);
+  }
+  pool_free(p);
 }
 
 }  // namespace ak::detail

@@ -1,0 +1,30 @@
+// Checks of freed-block tags (pool_free_tag in allockit/detail/shared_pool.hpp) where free blocks
+// leave a bin: popped on the allocation slow path, walked when a bin sends blocks home, audited at
+// exit. A block freed twice sits in a bin twice: its second pop finds no tag (the first cleared
+// it), and a walk meets it twice. Each failure is reported and aborts.
+#pragma once
+
+#include "allockit/detail/shared_pool.hpp"
+
+namespace ak::detail {
+
+// Whether blocks of class `cls` are big enough to carry a tag (16 bytes or more).
+bool class_is_tagged(unsigned cls) noexcept;
+
+// Pops a block of class `cls` from this thread's bin (null when empty) after checking its tag.
+void* pool_pop_checked(unsigned cls) noexcept;
+
+// Marks free block `b` (of a tagged class) as visited by a bin's walk, after checking its tag;
+// reports a block met twice (a double free) or without a tag.
+void tag_mark_walked(PoolBlock* b) noexcept;
+// Undoes tag_mark_walked.
+inline void tag_unmark_walked(PoolBlock* b) noexcept {
+  reinterpret_cast<std::uintptr_t*>(b)[1] ^= 4;
+}
+
+// Walks every bin of this thread's heap, checking each block's tag, that no block is in it twice
+// and that each link leads to a block; reports the first failure. The blocks stay as they were.
+// Cost: one visit per block in the bins (at most a few MiB of them).
+void pool_audit_bins() noexcept;
+
+}  // namespace ak::detail

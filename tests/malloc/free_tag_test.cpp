@@ -1,0 +1,147 @@
+// Freed-block tags (pool_free_tag in allockit/detail/shared_pool.hpp): the fast free writes a
+// block's tag without reading the block, so a double free that is not a repeat of the last free
+// is caught where the block leaves its bin: at the pop that would hand it out a second time, at
+// a walk of the bin (a full bin sending blocks home, thread exit, ak_collect), or at exit. Each
+// case must abort before a block is handed out twice. Debug builds check every free of their
+// checked slabs at the call, so the same cases die there too, earlier.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "allockit/allockit.h"
+#include "allockit/pool.hpp"
+#include "pool/pool.hpp"
+
+namespace {
+
+constexpr const char* kDoubleFree = "double free detected|freed twice";
+
+// `n` live blocks of `size` bytes that sit in ordinary slabs, not the starter slab (whose frees
+// all take the checked slow path).
+std::vector<void*> slab_blocks(std::size_t size, std::size_t n) {
+  std::vector<void*> out;
+  while (out.size() < n) {
+    void* p = ak_malloc(size);
+    if (!ak::detail::slab_of(p)->starter) out.push_back(p);  // starter blocks stay live: fine
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(FreeTagDeathTest, RepeatedFreeIsReportedAtTheCall) {
+  for (std::size_t size : {8, 48}) {  // 8 bytes: no room for a tag; the bin's head still tells
+    void* p = slab_blocks(size, 1)[0];
+    ak_free(p);
+    EXPECT_DEATH(ak_free(p), "double free");  // debug builds: the checked slab's report
+  }
+}
+
+TEST(FreeTagDeathTest, DoubleFreeIsCaughtBeforeTheBlockIsHandedOutTwice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> b = slab_blocks(48, 2);
+        ak_free(b[0]);
+        ak_free(b[1]);
+        ak_free(b[0]);                                    // A B A: b[0] is in the bin twice
+        for (int i = 0; i < 3; ++i) (void)ak_malloc(48);  // the third would be b[0] again
+        std::_Exit(0);                                    // not reported: the death test fails
+      },
+      kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, DoubleFreeLeftInTheBinIsReportedAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> b = slab_blocks(64, 2);
+        ak_free(b[0]);
+        ak_free(b[1]);
+        ak_free(b[0]);
+        std::exit(0);  // nothing allocated since: the audit at exit finds it
+      },
+      kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, DoubleFreeIsFoundWhenTheBinIsWalked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::thread([] {
+          const std::vector<void*> b = slab_blocks(96, 3);
+          ak_free(b[0]);
+          ak_free(b[1]);
+          ak_free(b[2]);
+          ak_free(b[0]);
+        }).join();  // the thread's bins go home at its exit
+        std::_Exit(0);
+      },
+      kDoubleFree);
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> b = slab_blocks(96, 2);
+        ak_free(b[0]);
+        ak_free(b[1]);
+        ak_free(b[0]);
+        ak_collect(1);
+        std::_Exit(0);
+      },
+      kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> b = slab_blocks(160, 20000);
+        ak_free(b[0]);
+        for (std::size_t i = 1; i < b.size(); ++i) ak_free(b[i]);  // overflows the bin
+        ak_free(b[0]);  // home in its slab by now, and in the bin again
+        for (int i = 0; i < 20000; ++i) ak_malloc(160);
+        std::exit(0);
+      },
+      kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, WriteAfterFreeOverTheTagIsCaughtAtTheNextMalloc) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  void* p = slab_blocks(48, 1)[0];
+  ak_free(p);
+  static_cast<std::uintptr_t*>(p)[1] = 12345;  // the program writes its freed block
+  EXPECT_DEATH((void)ak_malloc(48), "malloc\\(\\): heap corruption .*written after free");
+  static_cast<std::uintptr_t*>(p)[1] = ak::detail::pool_free_tag(p);  // mend it for this process
+  ak_free(ak_malloc(48));
+}
+
+// The shared pools' frees tag blocks too: malloc pops blocks the pools freed, and the pools pop
+// blocks malloc freed, without a false report, across a bin walk and at exit.
+void share_bins_between_pools_and_malloc() {
+  for (int round = 0; round < 4; ++round) {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 3000; ++i) blocks.push_back(ak::pool_allocate(48, 8));
+    for (void* p : blocks) ak::pool_deallocate(p, 48, 8);
+    blocks.clear();
+    for (int i = 0; i < 3000; ++i) blocks.push_back(ak_malloc(48));
+    for (void* p : blocks) ak_free(p);
+    using Node = std::uint64_t[6];  // 48 bytes: a compile-time class
+    ak::pool_allocator<Node> nodes;
+    std::vector<Node*> live;
+    for (int i = 0; i < 3000; ++i) live.push_back(nodes.allocate(1));
+    for (Node* n : live) nodes.deallocate(n, 1);
+    ak_collect(1);
+  }
+}
+
+TEST(FreeTag, PoolAndMallocShareBinsWithoutFalseReports) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        share_bins_between_pools_and_malloc();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
