@@ -261,9 +261,15 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--skip-traces", action="store_true")
+    ap.add_argument("--skip-traces", action="store_true", help="write trace.md only")
+    ap.add_argument("--only-traces", action="store_true",
+                    help="write traces.md only (the shared traces' replays)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
+    if a.only_traces:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_traces(build, tmp, a)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
         progs = [("python3 demo_workload.py (4 threads)", [py, os.path.join(HERE, "trace", "demo_workload.py")],
@@ -343,10 +349,17 @@ def main():
                                   heaptrack_import=ht_import,
                                   page_mb=page_mb, page_open_s=page_open, targets=targets, fidelity=fid)
         benchlib.write_results(a.out, "trace", doc, render_trace(doc))
-        if not a.skip_traces and os.path.isdir(TRACES):
-            traces = shared_traces(build, tmp, a.repeat)
-            tdoc = benchlib.result_doc(sys.argv, [], "make bench-trace", traces=traces, repeat=a.repeat)
-            benchlib.write_results(a.out, "traces", tdoc, render_traces(tdoc))
+        if not a.skip_traces:
+            write_traces(build, tmp, a)
+
+
+def write_traces(build, tmp, a):
+    if not os.path.isdir(TRACES):
+        print(f"no shared traces at {TRACES}: traces.md not written")
+        return
+    traces = shared_traces(build, tmp, a.repeat)
+    tdoc = benchlib.result_doc(sys.argv, [], "make bench-trace", traces=traces, repeat=a.repeat)
+    benchlib.write_results(a.out, "traces", tdoc, render_traces(tdoc))
 
 
 if __name__ == "__main__":
