@@ -37,31 +37,21 @@ inline unsigned malloc_class(std::size_t size) {
   return size <= 8 ? 0 : kClasses.of[(size + 15) >> 4];
 }
 
-// A freed block of 16 bytes or more carries this tag in its second word (the pools' freed-block
-// tag, pool_free_tag); malloc checks it when it pops the block and clears it.
-inline std::uintptr_t free_tag(const void* p) {
-  return pool_free_tag(p);
-}
+// A free block of 16 bytes or more carries the pools' freed-block tag (pool_free_tag) in its
+// second word; malloc checks it when it pops the block and clears it.
 
-// A pooled block being handed out loses its freed-block tag (class 0 blocks, 8 bytes, have none).
+// A pooled block being handed out loses its freed-block tag.
 inline void* clear_tag(void* p, unsigned cls) {
-  if (cls != 0) static_cast<std::uintptr_t*>(p)[1] = 0;
+  if (class_has_tag(cls)) static_cast<std::uintptr_t*>(p)[1] = 0;
   return p;
-}
-
-[[noreturn, gnu::noinline]] void popped_without_tag(const void* p) {
-  bad_pointer("malloc()", "heap corruption (a free block freed twice or written after free)", p);
 }
 
 // Block `p` of small class `cls`, just popped from a bin, untagged after checking its tag: a
 // block handed out already (freed twice, so in the bin twice) or written after free has none.
 inline void* take_popped(void* p, unsigned cls) {
-  if (cls == 0) return p;
-  auto* w = static_cast<std::uintptr_t*>(p);
-  if (w[1] != free_tag(p)) [[unlikely]]
-    popped_without_tag(p);
-  w[1] = 0;
-  return p;
+  if (class_has_tag(cls) && static_cast<std::uintptr_t*>(p)[1] != pool_free_tag(p)) [[unlikely]]
+    pool_lost_tag("malloc()", p);
+  return clear_tag(p, cls);
 }
 
 // A pointer into a pool region that is a block its slab ever handed out: at a block boundary,
@@ -75,10 +65,8 @@ inline bool carved_pooled(const void* p) {
 // block (pool_try_free).
 inline bool tag_freed(const Slab* s, void* p) {
   if (s->block_size < 16) return true;  // no room for a tag
-  auto* w = static_cast<std::uintptr_t*>(p);
-  const std::uintptr_t tag = free_tag(p);
-  if (w[1] == tag) return false;
-  w[1] = tag;
+  if (static_cast<std::uintptr_t*>(p)[1] == pool_free_tag(p)) return false;
+  pool_tag_freed(p);
   return true;
 }
 
@@ -90,16 +78,15 @@ inline void* alloc_small(unsigned cls, bool* zeroed) {
   return p && !*zeroed ? clear_tag(p, cls) : p;
 }
 
-// A medium block freed sealed (freed_guard.hpp) carries this tag instead of free_tag.
+// A medium block freed sealed (freed_guard.hpp) carries this tag instead of pool_free_tag.
 inline std::uintptr_t sealed_tag(const void* p) {
-  return free_tag(p) ^ 1;
+  return pool_free_tag(p) ^ kSealedTagBit;
 }
 
-// Whether block `p` (16 bytes or more) carries a freed-block tag, sealed or not. Slow paths only:
-// the fast free compares with free_tag alone (tag_freed).
+// Whether block `p` (16 bytes or more) carries a freed-block tag, sealed or not. Slow paths only.
 inline bool carries_freed_tag(const void* p) {
   const std::uintptr_t w = static_cast<const std::uintptr_t*>(p)[1];
-  return w == free_tag(p) || w == sealed_tag(p);
+  return w == pool_free_tag(p) || w == sealed_tag(p);
 }
 
 // Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
@@ -138,7 +125,7 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
   }
   tl_last_sealed = nullptr;
   if (p == nullptr || *zeroed) return p;
-  if (!carries_freed_tag(p)) popped_without_tag(p);
+  if (!carries_freed_tag(p)) pool_lost_tag("malloc()", p);
   auto* w = static_cast<std::uintptr_t*>(p);
   if (w[1] == sealed_tag(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
                                                    class_size(cls) - kMediumDataOffset, true)) {
@@ -157,7 +144,7 @@ void free_medium(const char* call, Slab* s, void* p) {
   const bool seal = s->block_size >= kSealableMediumBytes && should_seal(s->block_size) &&
                     os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
                                        s->block_size - kMediumDataOffset, false);
-  w[1] = seal ? sealed_tag(p) : free_tag(p);
+  w[1] = seal ? sealed_tag(p) : pool_free_tag(p);
   if (seal) tl_last_sealed = p;
   pool_free_in(s, p);
 }
@@ -282,7 +269,7 @@ inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
   const std::size_t request = checked_request(call, p, b.bytes);
   if (size != kAnySize && size != request) bad_pointer(call, "sized free with the wrong size", p);
   if (b.bytes >= kSealableMediumBytes) return free_medium(call, b.slab, p);
-  static_cast<std::uintptr_t*>(p)[1] = free_tag(p);
+  pool_tag_freed(p);
   fill_freed(p, b.bytes);
   quarantine_put(p, b.bytes);
 }

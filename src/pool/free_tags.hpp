@@ -8,18 +8,22 @@
 
 namespace ak::detail {
 
-// Whether blocks of class `cls` are big enough to carry a tag (16 bytes or more).
-bool class_is_tagged(unsigned cls) noexcept;
+inline constexpr std::uintptr_t kSealedTagBit = 1;  // liballockit's sealed medium blocks
+inline constexpr std::uintptr_t kWalkedTagBit = 4;  // a block a bin's walk is visiting
+
+// Reports free block `p`, found without its tag by `call`, and aborts: it was handed out already
+// (freed twice) or written after free.
+[[noreturn]] void pool_lost_tag(const char* call, const void* p) noexcept;
 
 // Pops a block of class `cls` from this thread's bin (null when empty) after checking its tag.
 void* pool_pop_checked(unsigned cls) noexcept;
 
-// Marks free block `b` (of a tagged class) as visited by a bin's walk, after checking its tag;
-// reports a block met twice (a double free) or without a tag.
-void tag_mark_walked(PoolBlock* b) noexcept;
+// Marks free block `b` (of a tagged class) as visited by a bin's walk in `call`, after checking
+// its tag; reports a block met twice (a double free) or without a tag.
+void tag_mark_walked(PoolBlock* b, const char* call) noexcept;
 // Undoes tag_mark_walked.
 inline void tag_unmark_walked(PoolBlock* b) noexcept {
-  reinterpret_cast<std::uintptr_t*>(b)[1] ^= 4;
+  reinterpret_cast<std::uintptr_t*>(b)[1] ^= kWalkedTagBit;
 }
 
 // Walks every bin of this thread's heap, checking each block's tag, that no block is in it twice

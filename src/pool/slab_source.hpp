@@ -64,6 +64,13 @@ inline Slab* medium_slab_of(const void* p) noexcept {
 inline Slab* slab_of_any(const void* p) noexcept {
   return in_medium_region(p) ? medium_slab_of(p) : slab_of(p);
 }
+// Whether `p` is a block some pooled slab (small or medium) handed out: at a block boundary
+// before its slab's carve point; any address in the starter slab passes (its map decides).
+inline bool pool_is_handed_out_block(const void* p) noexcept {
+  if (!in_pool_region(p) && !in_medium_region(p)) return false;
+  const Slab* s = slab_of_any(p);
+  return s->starter || pool_is_carved_block(s, p);
+}
 
 struct SlabSourceStats {
   std::size_t regions, slabs_in_use, slabs_cached, reserved_bytes, resident_bytes;

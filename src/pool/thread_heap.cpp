@@ -544,7 +544,7 @@ void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
   h->bin_bytes += grown_bytes(h, cls);
 }
 
-void trim_bin(Heap* h, unsigned cls, std::uint32_t keep);
+void trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call);
 
 // Whether the heap's budget has room for `bytes` more of bin limits. When it has not, the next
 // class in turn with a grown limit gives up half of it (its bin trimmed to fit): one class per
@@ -560,7 +560,7 @@ bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
     h->steal_next = (c + 1) % kHeapClasses;
     if (c == cls || h->bins[c].limit <= start_limit(c)) continue;
     set_limit(h, c, std::max(start_limit(c), h->bins[c].limit / 2));
-    trim_bin(h, c, h->bins[c].limit);
+    trim_bin(h, c, h->bins[c].limit, "allocation");
     break;
   }
   return h->bin_bytes + bytes <= kHeapBinBytes;
@@ -592,7 +592,7 @@ Slab* slab_of_class(const void* b, unsigned cls) {
 // batch for that heap; a block of the starter slab is dropped. Every block of a tagged class was
 // marked by trim_bin's walk and is unmarked here.
 void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
-  const bool tagged = class_is_tagged(cls);
+  const bool tagged = class_has_tag(cls);
   while (b != nullptr) {
     Slab* s = slab_of_class(b, cls);
     if (tagged) tag_unmark_walked(b);
@@ -624,19 +624,20 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
 }
 
 // The bin of class `cls` keeps `keep` blocks and sends the rest home: its most recent ones, the
-// blocks the walk finds in cache (the older ones stay, cold, and are handed out in turn).
-void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
+// blocks the walk finds in cache (the older ones stay, cold, and are handed out in turn). `call`
+// names what trims, for a report.
+void trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call) {
   Bin& bin = h->bins[cls];
   if (bin.count <= keep) return;
   // The walk checks each block's tag and marks it, so a block met twice (freed twice) is caught
   // before it reaches a slab's list twice; release_chain unmarks them.
   PoolBlock* const sent = bin.free;
   PoolBlock* last = sent;
-  const bool tagged = class_is_tagged(cls);
-  if (tagged) tag_mark_walked(last);
+  const bool tagged = class_has_tag(cls);
+  if (tagged) tag_mark_walked(last, call);
   for (std::uint32_t i = 1; i < bin.count - keep; ++i) {
     last = link_of(last);
-    if (tagged) tag_mark_walked(last);
+    if (tagged) tag_mark_walked(last, call);
   }
   bin.free = link_of(last);
   set_link(last, nullptr);
@@ -644,9 +645,9 @@ void trim_bin(Heap* h, unsigned cls, std::uint32_t keep) {
   release_chain(h, sent, cls);
 }
 
-// Sends every block in h's bins home.
-void empty_bins(Heap* h) {
-  for (unsigned cls = 0; cls < kHeapClasses; ++cls) trim_bin(h, cls, 0);
+// Sends every block in h's bins home (for `call`, named in a report).
+void empty_bins(Heap* h, const char* call) {
+  for (unsigned cls = 0; cls < kHeapClasses; ++cls) trim_bin(h, cls, 0, call);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -691,7 +692,7 @@ Heap* acquire_heap() {
 }
 
 void abandon_heap(Heap* h) {
-  empty_bins(h);
+  empty_bins(h, "thread exit");
   flush_outgoing(h);
   collect_remote(h);
   retire_kept_empty(h);
@@ -763,11 +764,7 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
 
 #if AK_SECURE
 PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept {
-  if (decoded == nullptr) return nullptr;
-  if (!in_pool_region(decoded) && !in_medium_region(decoded))
-    fail_link("free-list link overwritten", block, decoded);
-  const Slab* s = slab_of_any(decoded);
-  if (!s->starter && !pool_is_carved_block(s, decoded))
+  if (decoded != nullptr && !pool_is_handed_out_block(decoded))
     fail_link("free-list link overwritten", block, decoded);
   return decoded;
 }
@@ -815,7 +812,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
   const unsigned cls = s->bin_class;
   Bin& bin = h->bins[cls];
   after_overflow(h, cls);
-  trim_bin(h, cls, bin.limit / 2);
+  trim_bin(h, cls, bin.limit / 2, "free()");
   bin_push(bin, p);
 }
 
@@ -829,8 +826,8 @@ void pool_check_pointer(const void* p) noexcept {
 }
 
 void pool_settle_remote() noexcept {
-  if (tl_heap->is_real) empty_bins(tl_heap);  // a trim gives back what this thread keeps, too
-  flush_outgoing(tl_heap);                    // the sentinel heap never holds any
+  if (tl_heap->is_real) empty_bins(tl_heap, "trim");  // gives back what this thread keeps, too
+  flush_outgoing(tl_heap);                            // the sentinel heap never holds any
   retire_kept_empty(tl_heap);
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).

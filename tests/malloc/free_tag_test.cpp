@@ -30,6 +30,14 @@ std::vector<void*> slab_blocks(std::size_t size, std::size_t n) {
   return out;
 }
 
+// Frees block A of `size` bytes, then `between` other blocks, then A again: A is in the bin twice,
+// not as its newest block, so the free does not report it.
+void free_twice_with_others_between(std::size_t size, std::size_t between) {
+  const std::vector<void*> b = slab_blocks(size, 1 + between);
+  for (void* p : b) ak_free(p);
+  ak_free(b[0]);
+}
+
 }  // namespace
 
 TEST(FreeTagDeathTest, RepeatedFreeIsReportedAtTheCall) {
@@ -44,11 +52,8 @@ TEST(FreeTagDeathTest, DoubleFreeIsCaughtBeforeTheBlockIsHandedOutTwice) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        const std::vector<void*> b = slab_blocks(48, 2);
-        ak_free(b[0]);
-        ak_free(b[1]);
-        ak_free(b[0]);                                    // A B A: b[0] is in the bin twice
-        for (int i = 0; i < 3; ++i) (void)ak_malloc(48);  // the third would be b[0] again
+        free_twice_with_others_between(48, 1);            // A B A
+        for (int i = 0; i < 3; ++i) (void)ak_malloc(48);  // the third would be A again
         std::_Exit(0);                                    // not reported: the death test fails
       },
       kDoubleFree);
@@ -58,10 +63,7 @@ TEST(FreeTagDeathTest, DoubleFreeLeftInTheBinIsReportedAtExit) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        const std::vector<void*> b = slab_blocks(64, 2);
-        ak_free(b[0]);
-        ak_free(b[1]);
-        ak_free(b[0]);
+        free_twice_with_others_between(64, 1);
         std::exit(0);  // nothing allocated since: the audit at exit finds it
       },
       kDoubleFree);
@@ -71,22 +73,13 @@ TEST(FreeTagDeathTest, DoubleFreeIsFoundWhenTheBinIsWalked) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        std::thread([] {
-          const std::vector<void*> b = slab_blocks(96, 3);
-          ak_free(b[0]);
-          ak_free(b[1]);
-          ak_free(b[2]);
-          ak_free(b[0]);
-        }).join();  // the thread's bins go home at its exit
+        std::thread([] { free_twice_with_others_between(96, 2); }).join();  // bins go home at exit
         std::_Exit(0);
       },
       kDoubleFree);
   EXPECT_DEATH(
       {
-        const std::vector<void*> b = slab_blocks(96, 2);
-        ak_free(b[0]);
-        ak_free(b[1]);
-        ak_free(b[0]);
+        free_twice_with_others_between(96, 1);
         ak_collect(1);
         std::_Exit(0);
       },

@@ -74,6 +74,11 @@ inline std::uintptr_t pool_free_tag(const void* p) noexcept {
 inline void pool_tag_freed(void* p) noexcept {
   static_cast<std::uintptr_t*>(p)[1] = pool_free_tag(p);
 }
+// Whether blocks of class `cls` carry a tag: all but class 0, whose 8 bytes leave no room.
+constexpr bool class_has_tag(unsigned cls) noexcept {
+  return cls != 0;
+}
+static_assert(class_size(0) < 16 && class_size(1) >= 16);
 
 inline std::uintptr_t link_mask(const PoolBlock* b) noexcept {
 #if AK_SECURE
@@ -322,7 +327,7 @@ inline bool pool_try_free(Slab* s, void* p) noexcept {
   if (cls == kNoBin) return false;
   Bin& bin = tl_heap->bins[cls];
   if (bin.count >= bin.limit || bin.free == p) return false;
-  if (cls != 0) pool_tag_freed(p);
+  if (class_has_tag(cls)) pool_tag_freed(p);
   bin_push(bin, p);
   return true;
 }
@@ -366,7 +371,7 @@ inline void pool_free(void* p, unsigned cls) noexcept {
   Slab* s = slab_of(p);
   Bin& bin = tl_heap->bins[cls];
   if (s->bin_class == cls && bin.count < bin.limit) [[likely]] {
-    if (cls != 0) pool_tag_freed(p);
+    if (class_has_tag(cls)) pool_tag_freed(p);
     return bin_push(bin, p);
   }
   pool_free(p);
