@@ -164,4 +164,25 @@ TEST(LargeCache, MallocReusesFreedBlocksWithoutFaults) {
   EXPECT_EQ(s.large_cached_bytes, 0u);
 }
 
+// A block of kEmptyAtFree or more gives its pages back at free: they are not resident while
+// cached, the range stays cached (as known-zero address space), and a calloc of it needs no
+// clearing: it reads zero.
+TEST(LargeCache, BiggestBlocksGiveTheirPagesBackAtFree) {
+  ak_collect(1);
+  const std::size_t n = LargeCache::kEmptyAtFree + 4 * kMiB;
+  auto* a = static_cast<char*>(ak_malloc(n));
+  std::memset(a, 7, n);
+  ASSERT_EQ(resident_pages(a, n - 8192), (n - 8192) / 4096);
+  ak_free(a);
+  EXPECT_EQ(resident_pages(a, n - 8192), 0u);
+  ak_stats s;
+  ak_stats_get(&s);
+  EXPECT_GE(s.large_cached_bytes, n);
+  auto* z = static_cast<char*>(ak_calloc(1, n));
+  ASSERT_NE(z, nullptr);
+  for (std::size_t i = 0; i < n; i += 4096) ASSERT_EQ(z[i], 0) << i;
+  ak_free(z);
+  ak_collect(1);
+}
+
 }  // namespace
