@@ -396,7 +396,10 @@ using ak::kSecureBuild;
 extern "C" {
 
 void* ak_malloc(size_t size) noexcept {
-  if constexpr (kSecureBuild) return malloc_slow(size);
+  if constexpr (kSecureBuild) {
+    const PoolCall name("malloc()");
+    return malloc_slow(size);
+  }
   if (size <= kMaxPooledSize) [[likely]] {
     const unsigned cls = malloc_class(size);
     if (void* p = pool_pop(cls)) [[likely]]
@@ -411,7 +414,10 @@ void* ak_malloc(size_t size) noexcept {
 // other pointer uses, a page fault in every process that frees null.
 void ak_free(void* p) noexcept {
   if (p == nullptr) return;
-  if constexpr (kSecureBuild) return secure_free("free()", p);
+  if constexpr (kSecureBuild) {
+    const PoolCall name("free()");
+    return secure_free("free()", p);
+  }
   if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && pool_try_free(slab_of(p), p))
       [[likely]]
     return;
@@ -419,6 +425,7 @@ void ak_free(void* p) noexcept {
 }
 
 void* ak_calloc(size_t n, size_t size) noexcept {
+  const PoolCall name("calloc()");
   std::size_t total;
   if (!mul_fits(n, size, &total)) {
     errno = ENOMEM;
@@ -431,6 +438,7 @@ void* ak_calloc(size_t n, size_t size) noexcept {
 }
 
 void* ak_realloc(void* p, size_t size) noexcept {
+  const PoolCall name("realloc()");
   if (p == nullptr) return ak_malloc(size);
   if (size == 0) {  // glibc: frees and returns NULL
     if constexpr (kSecureBuild)
@@ -473,6 +481,7 @@ void* ak_reallocarray(void* p, size_t n, size_t size) noexcept {
 }
 
 int ak_posix_memalign(void** out, size_t align, size_t size) noexcept {
+  const PoolCall name("posix_memalign()");
   if (!is_pow2(align) || align % sizeof(void*) != 0 || align > (std::size_t(1) << 40))
     return EINVAL;
   const int saved = errno;
@@ -485,6 +494,7 @@ int ak_posix_memalign(void** out, size_t align, size_t size) noexcept {
 }
 
 void* ak_aligned_alloc(size_t align, size_t size) noexcept {
+  const PoolCall name("aligned_alloc()");
   if (!is_pow2(align)) {
     errno = EINVAL;
     return nullptr;
@@ -493,14 +503,17 @@ void* ak_aligned_alloc(size_t align, size_t size) noexcept {
 }
 
 void* ak_memalign(size_t align, size_t size) noexcept {
+  const PoolCall name("memalign()");
   return memalign_impl(align, size);
 }
 
 void* ak_valloc(size_t size) noexcept {
+  const PoolCall name("valloc()");
   return memalign_impl(ak::os::page_size(), size);
 }
 
 void* ak_pvalloc(size_t size) noexcept {
+  const PoolCall name("pvalloc()");
   const std::size_t page = ak::os::page_size();
   const std::size_t rounded = align_up(size ? size : 1, page);
   if (rounded < size) {
@@ -511,6 +524,7 @@ void* ak_pvalloc(size_t size) noexcept {
 }
 
 size_t ak_malloc_usable_size(void* p) noexcept {
+  const PoolCall name("malloc_usable_size()");
   if (p == nullptr) return 0;
   if constexpr (kSecureBuild)
     return secure_request("malloc_usable_size()", p,
@@ -520,6 +534,7 @@ size_t ak_malloc_usable_size(void* p) noexcept {
 
 void ak_free_sized(void* p, size_t size) noexcept {
   if constexpr (kSecureBuild) {
+    const PoolCall name("free_sized()");
     if (p != nullptr) secure_free("free_sized()", p, size);
     return;
   }
@@ -528,6 +543,7 @@ void ak_free_sized(void* p, size_t size) noexcept {
 
 void ak_free_aligned_sized(void* p, size_t align, size_t size) noexcept {
   if constexpr (kSecureBuild) {
+    const PoolCall name("free_aligned_sized()");
     if (p != nullptr) secure_free("free_aligned_sized()", p, size, align);
     return;
   }

@@ -10,6 +10,32 @@
 #include "pool/starter_slab.hpp"
 
 namespace ak::detail {
+
+// The allocator call this thread is in ("malloc()"), for heap-corruption reports made deep in the
+// pool layer, where the call is not known: the secure build's link check. Null outside one.
+extern constinit thread_local const char* tl_pool_call __attribute__((tls_model("initial-exec")));
+
+// Names the allocator call for its duration; the outermost call's name stays (realloc's inner
+// malloc is part of realloc). The secure build only: elsewhere it compiles to nothing.
+class PoolCall {
+ public:
+  explicit PoolCall(const char* name) noexcept {
+    if constexpr (kSecureBuild) {
+      outermost_ = tl_pool_call == nullptr;
+      if (outermost_) tl_pool_call = name;
+    }
+  }
+  ~PoolCall() {
+    if constexpr (kSecureBuild)
+      if (outermost_) tl_pool_call = nullptr;
+  }
+  PoolCall(const PoolCall&) = delete;
+  PoolCall& operator=(const PoolCall&) = delete;
+
+ private:
+  bool outermost_ = false;
+};
+
 std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
 std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
 // Settles cross-thread frees before a trim: hands this thread's batches to their owners,

@@ -9,6 +9,7 @@
 #include "os/os.hpp"
 #include "pool/free_tags.hpp"
 #include "pool/hot_page.hpp"
+#include "pool/pool.hpp"
 #include "pool/slab_source.hpp"
 #include "pool/starter_slab.hpp"
 
@@ -24,6 +25,8 @@ AK_FORK_KEPT_CONST constexpr Heap g_empty_heap{};
 AK_LARGE_ZEROED constinit HotPage g_pool_hot;
 constinit thread_local Heap* tl_heap __attribute__((tls_model("initial-exec"))) =
     const_cast<Heap*>(&g_empty_heap);
+constinit thread_local const char* tl_pool_call __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 #if AK_SECURE
 std::uintptr_t g_link_key = 0;  // set by acquire_heap: no block is linked before a heap exists
 #endif
@@ -91,7 +94,9 @@ void unlink(Heap* h, Slab* s) {
 #if AK_SECURE
 [[noreturn]] void fail_link(const char* what, const void* block, const void* found) {
   Message()
-      .str("allockit: heap corruption detected: ")
+      .str("allockit: ")
+      .str(tl_pool_call ? tl_pool_call : "pool call")
+      .str(": heap corruption detected: ")
       .str(what)
       .str(" in freed block ")
       .ptr(block)
@@ -692,6 +697,7 @@ Heap* acquire_heap() {
 }
 
 void abandon_heap(Heap* h) {
+  const PoolCall name("thread exit");
   empty_bins(h, "thread exit");
   flush_outgoing(h);
   collect_remote(h);
@@ -826,6 +832,7 @@ void pool_check_pointer(const void* p) noexcept {
 }
 
 void pool_settle_remote() noexcept {
+  const PoolCall name("trim");
   if (tl_heap->is_real) empty_bins(tl_heap, "trim");  // gives back what this thread keeps, too
   flush_outgoing(tl_heap);                            // the sentinel heap never holds any
   retire_kept_empty(tl_heap);

@@ -281,7 +281,18 @@ TEST_F(SecureDeath, OverwrittenFreeListLinks) {
         for (int i = 0; i < 20000; ++i) (void)ak_malloc(96);
         std::exit(0);
       },
-      "heap corruption detected: free-list link overwritten in freed block 0x");
+      "malloc\\(\\): heap corruption detected: free-list link overwritten in freed block 0x");
+  // The report names the call that read the link, calloc's too.
+  EXPECT_DEATH(
+      {
+        void* p = ak_malloc(96);
+        ak_free(p);
+        churn(200);
+        std::memset(p, 0x41, 8);
+        for (int i = 0; i < 20000; ++i) (void)ak_calloc(1, 96);
+        std::exit(0);
+      },
+      "calloc\\(\\): heap corruption detected: free-list link overwritten");
 }
 
 TEST_F(SecureDeath, WrongSizeOrAlignmentInASizedFree) {
