@@ -52,6 +52,13 @@ struct Key {
 };
 constexpr uint32_t kAcquire = 1u << 31;
 
+// How much earlier than the call's loads a return stamp may be read. The recorder stamps returns
+// with rdtsc, which does not wait for the instructions before it: the stamp of a malloc that got
+// a block another thread just freed can precede that free's entry stamp by the time the load of
+// the block took (a cache miss, tens to hundreds of ns). Waiting for it (rdtscp) cost the
+// recorder 9 ns a call. Such an acquire of a still-live address is matched with that release.
+constexpr uint64_t kStampSlackNs = 2000;
+
 bool releases(const Event& e) {
   return e.op == Op::kFree ? e.a != 0 : is_realloc(e.op) && e.a != 0;
 }
@@ -94,6 +101,7 @@ Timeline resolve(const Trace& trace) {
   std::sort(keys.begin(), keys.end());
   if (!keys.empty()) tl.first_ns = keys.front().time, tl.last_ns = keys.back().time;
 
+  std::vector<uint8_t> done;  // keys handled out of order (early_release); empty until one is
   std::unordered_map<uint64_t, uint32_t> live;  // live address -> its slot
   live.reserve(1024);
   uint64_t live_bytes = 0, live_count = 0;
@@ -103,34 +111,63 @@ Timeline resolve(const Trace& trace) {
     --live_count;
     if (tl.slot_thread[slot] != by_thread) ++tl.cross_thread_frees;
   };
-  for (const Key& k : keys) {
-    const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
-    Resolved& r = tl.per_thread[k.thread][k.index & ~kAcquire];
-    if (!(k.index & kAcquire)) {  // release half
-      if (is_realloc(e.op) && !realloc_released(e)) continue;
-      auto it = live.find(e.a);
-      if (it == live.end()) {
-        if (e.op == Op::kFree)
-          ++tl.problems.unknown_frees;
-        else
-          ++tl.problems.unknown_reallocs;
-        continue;
-      }
-      r.old_slot = it->second;
-      release_slot(r.old_slot, k.thread, k.time);
-      live.erase(it);
+  // The release half of key k: frees the block at its address.
+  auto release = [&](const Key& k) {
+    const Event& e = trace.threads[k.thread].events[k.index];
+    if (is_realloc(e.op) && !realloc_released(e)) return;
+    auto it = live.find(e.a);
+    if (it == live.end()) {
+      if (e.op == Op::kFree)
+        ++tl.problems.unknown_frees;
+      else
+        ++tl.problems.unknown_reallocs;
+      return;
+    }
+    Resolved& r = tl.per_thread[k.thread][k.index];
+    r.old_slot = it->second;
+    release_slot(r.old_slot, k.thread, k.time);
+    live.erase(it);
+  };
+  // Another thread's release of `address` stamped at most kStampSlackNs after keys[i], not yet
+  // done: its index, or keys.size().
+  auto early_release = [&](size_t i, uint64_t address) {
+    const Key& k = keys[i];
+    for (size_t j = i + 1; j < keys.size() && keys[j].time <= k.time + kStampSlackNs; ++j) {
+      const Key& o = keys[j];
+      if ((o.index & kAcquire) || o.thread == k.thread || (!done.empty() && done[j])) continue;
+      const Event& e = trace.threads[o.thread].events[o.index];
+      if (e.a == address && (!is_realloc(e.op) || realloc_released(e))) return j;
+    }
+    return keys.size();
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Key& k = keys[i];
+    if (!done.empty() && done[i]) continue;
+    if (!(k.index & kAcquire)) {
+      release(k);
       continue;
     }
+    const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
+    Resolved& r = tl.per_thread[k.thread][k.index & ~kAcquire];
     if (e.result == 0) {  // acquire half of a call that returned nothing
       if (!(is_realloc(e.op) && requested_bytes(e) == 0)) ++tl.problems.failed_allocs;
       continue;
     }
     auto [it, fresh] = live.try_emplace(e.result, tl.slots);
-    if (!fresh) {  // the program freed this block but the journal lost the free
-      ++tl.problems.reused_live;
-      r.repair_slot = it->second;
-      release_slot(r.repair_slot, k.thread, k.time);
-      it->second = tl.slots;
+    if (!fresh) {
+      if (const size_t j = early_release(i, e.result); j < keys.size()) {
+        // This return stamp was read before another thread's free of the block it returned
+        // completed (see kStampSlackNs): that free came first.
+        if (done.empty()) done.resize(keys.size());
+        done[j] = 1;
+        release(keys[j]);
+        it = live.try_emplace(e.result, tl.slots).first;
+      } else {  // the program freed this block but the journal lost the free
+        ++tl.problems.reused_live;
+        r.repair_slot = it->second;
+        release_slot(r.repair_slot, k.thread, k.time);
+        it->second = tl.slots;
+      }
     }
     r.slot = tl.slots++;
     tl.slot_bytes.push_back(requested_bytes(e));
