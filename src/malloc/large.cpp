@@ -190,11 +190,14 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
     g_mapped -= h->map_bytes;  // the cache's from now on
     cached = h->map_bytes;
     char* base = static_cast<char*>(p) - offset;
-    // A block of kEmptyAtFree or more gives its pages back at once, before it is sealed (an
-    // mprotect of an empty range touches no page table entries); see large_cache.hpp.
-    const bool emptied = cached >= LargeCache::kEmptyAtFree && os::decommit(base, cached);
-    const bool seal = should_seal(cached) && os::set_accessible(base, cached, false);
-    g_cache.put(base, cached, emptied, seal);
+    // A block of kEmptyAtFree or more, or one of kEmptySealedAtFree or more sealed now, gives its
+    // pages back at once, before it is sealed (an mprotect of an empty range touches no page
+    // table entries); see large_cache.hpp.
+    const bool seal = should_seal(cached);
+    const bool empty = cached >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree);
+    const bool emptied = empty && os::decommit(base, cached);
+    const bool sealed = seal && os::set_accessible(base, cached, false);
+    g_cache.put(base, cached, emptied, sealed);
   }
   start_background_purge(cached);  // the cache now holds memory to return later
   return true;

@@ -33,6 +33,14 @@ class LargeCache {
   // biggest buffers are rarely reused whole, and 1 in 8 pages written (large_calloc) left the
   // rest of a 128 MiB table resident for nothing. 1.19 s -> 1.08 s there, peak RSS unchanged.
   static constexpr std::size_t kEmptyAtFree = std::size_t(32) << 20;
+  // The same from this size for a block sealed at free (freed_guard.hpp: the first free of each
+  // size past the adaptive bar, as glibc unmaps blocks past its rising mmap threshold): the next
+  // request passes over it, so its pages would stay resident beside the new block's. A
+  // program's growing buffers and tables (grep's 3-4 MiB buffers, a compiler's doubling table)
+  // left the cache holding every old size: peak RSS on those replays 18-21 -> 7.3 MiB and
+  // 31.5 -> 22.4 MiB. The zap lands in the free: mc_server_small's one-off 1-6 MiB blocks cost
+  // its mean call 8%. Below 1 MiB, a server's medium blocks would pay it more often.
+  static constexpr std::size_t kEmptySealedAtFree = std::size_t(1) << 20;
   static constexpr std::size_t kMinSplit = std::size_t(64) << 10;  // smaller rests stay attached
 
   struct Taken {

@@ -185,4 +185,23 @@ TEST(LargeCache, BiggestBlocksGiveTheirPagesBackAtFree) {
   ak_collect(1);
 }
 
+// A freed block sealed at free (the first of its size past the adaptive bar, freed_guard.hpp)
+// gives its pages back from kEmptySealedAtFree on: the next request passes over it, so they
+// would stay resident beside the new block's.
+TEST(LargeCache, SealedBlocksGiveTheirPagesBackAtFree) {
+  ak_collect(1);
+  const std::size_t n = LargeCache::kEmptyAtFree - kMiB;  // past every size freed before here
+  static_assert(LargeCache::kEmptyAtFree - kMiB > LargeCache::kEmptySealedAtFree);
+  auto* a = static_cast<char*>(ak_malloc(n));
+  std::memset(a, 7, n);
+  ak_free(a);
+  EXPECT_EQ(resident_pages(a, n - 8192), 0u);
+  auto* b = static_cast<char*>(ak_malloc(n));  // not a's range: it was sealed last
+  EXPECT_NE(b, a);
+  std::memset(b, 1, n);
+  ak_free(b);  // the bar has risen past n: b stays resident, cached for the next request
+  EXPECT_EQ(resident_pages(b, n - 8192), (n - 8192) / 4096);
+  ak_collect(1);
+}
+
 }  // namespace
