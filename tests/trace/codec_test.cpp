@@ -92,6 +92,46 @@ TEST(Codec, TypicalEventsStayCompact) {
   EXPECT_LE(end - buf, 10);
 }
 
+TEST(Codec, RepeatedStackIdsCostNoBytes) {
+  // Stacks 7, 7, none (a free), 7, 300, 300: ids written for the first 7 and the first 300 only.
+  const uint32_t ids[] = {7, 7, 0, 7, 300, 300};
+  uint8_t buf[6 * kMaxEventBytes];
+  CodecState enc{0, 0x1000};
+  uint8_t* out = buf;
+  size_t sizes[6];
+  for (int i = 0; i < 6; ++i) {
+    Event e;
+    e.op = ids[i] ? Op::kMalloc : Op::kFree;
+    e.time_ns = 100 * (i + 1), e.a = ids[i] ? 32 : 0x1000, e.result = ids[i] ? 0x1000 : 0;
+    uint8_t* next = encode_event(e, enc, out, ids[i]);
+    sizes[i] = size_t(next - out);
+    out = next;
+  }
+  EXPECT_EQ(sizes[1], sizes[0] - 1);  // 7 is one varint byte
+  EXPECT_EQ(sizes[3], sizes[0] - 1);  // the free between kept it
+  EXPECT_EQ(sizes[5], sizes[4] - 2);  // 300 is two
+  CodecState dec{0, 0x1000};
+  const uint8_t* p = buf;
+  for (uint32_t id : ids) {
+    Event got;
+    uint32_t stack = 99;
+    ASSERT_TRUE(decode_event(p, out, dec, got, &stack));
+    EXPECT_EQ(stack, id);
+  }
+  EXPECT_EQ(p, out);
+  // "Same stack" with nothing before it in the block, or with an id after it, is malformed.
+  const uint8_t orphan[] = {uint8_t(uint8_t(Op::kFree) | kSameStackFlag), 0, 0};
+  const uint8_t both[] = {uint8_t(uint8_t(Op::kFree) | kSameStackFlag | kStackFlag), 0, 0, 1};
+  for (const auto& bad :
+       {std::vector<uint8_t>(orphan, orphan + 3), std::vector<uint8_t>(both, both + 4)}) {
+    CodecState d{};
+    Event got;
+    uint32_t stack;
+    const uint8_t* q = bad.data();
+    EXPECT_FALSE(decode_event(q, bad.data() + bad.size(), d, got, &stack));
+  }
+}
+
 TEST(Codec, DecoderSurvivesEveryTruncationAndBadOp) {
   std::mt19937_64 rng(11);
   uint8_t buf[kMaxEventBytes];

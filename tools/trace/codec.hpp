@@ -1,5 +1,5 @@
-// Journal format v2 (reads v1), the byte level: file header, block header and the event codec.
-// Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
+// Journal format v3 (reads v1 and v2), the byte level: file header, block header and the event
+// codec. Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
 // The layout is specified in docs/journal-format.md; change both together.
 #pragma once
 #include <algorithm>
@@ -18,7 +18,7 @@
 namespace ak::trace {
 
 inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 2;     // what writers write
+inline constexpr uint32_t kVersion = 3;     // what writers write (v3: kSameStackFlag)
 inline constexpr uint32_t kMinVersion = 1;  // the oldest readers read: v1 has no stack ids
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
@@ -50,6 +50,9 @@ inline constexpr uint32_t kTicksFlag = 0x100;
 inline constexpr size_t kMaxEventBytes = 80;  // op byte + up to seven 10-byte varints + stack id
 // Set on an event's op byte (v2): a varint stack id (kCodecStacks) follows the event's fields.
 inline constexpr uint8_t kStackFlag = 0x80;
+// Set on an event's op byte instead (v3): the event's stack id is the block's previous one, so
+// none follows. An allocation site called in a loop costs no bytes for its stack.
+inline constexpr uint8_t kSameStackFlag = 0x40;
 inline constexpr uint32_t kMaxStackDepth = 64;
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxModulePath = 4096;
@@ -171,6 +174,7 @@ inline bool get_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
 struct CodecState {
   uint64_t time_ns = 0;
   uint64_t ptr = 0;
+  uint32_t stack = 0;  // the last stack id written in the block (kSameStackFlag)
 };
 
 // Encodes one call at `out` (at least kMaxEventBytes free) and returns the end. Fields follow
@@ -184,7 +188,10 @@ struct CodecState {
     out = put_varint(out, zigzag(static_cast<int64_t>(p - s.ptr)));
     s.ptr = p;
   };
-  *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (stack ? kStackFlag : 0));
+  const bool same_stack = stack != 0 && stack == s.stack;
+  *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (same_stack ? kSameStackFlag
+                                                            : stack    ? kStackFlag
+                                                                       : 0));
   out = put_varint(out, zigzag(static_cast<int64_t>(time - s.time_ns)));
   s.time_ns = time;
   switch (op) {
@@ -224,7 +231,10 @@ struct CodecState {
       out = put_varint(out, duration);
       break;
   }
-  if (stack) out = put_varint(out, stack);
+  if (stack && !same_stack) {
+    out = put_varint(out, stack);
+    s.stack = stack;
+  }
   return out;
 }
 
@@ -245,10 +255,13 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   };
   auto num = [&](uint64_t& dst) { return get_varint(p, end, dst); };
   if (p == end) return false;
-  const bool has_stack = *p & kStackFlag;
-  if ((*p & ~kStackFlag) >= kOpCount || (has_stack && !stack)) return false;
+  const bool has_stack = *p & kStackFlag, same_stack = *p & kSameStackFlag;
+  const uint8_t flags = kStackFlag | kSameStackFlag;
+  if ((*p & ~flags) >= kOpCount || ((has_stack || same_stack) && !stack) ||
+      (has_stack && same_stack) || (same_stack && s.stack == 0))
+    return false;
   e = Event{};
-  e.op = static_cast<Op>(*p++ & ~kStackFlag);
+  e.op = static_cast<Op>(*p++ & ~flags);
   if (!get_varint(p, end, v)) return false;
   s.time_ns += static_cast<uint64_t>(unzigzag(v));
   e.time_ns = s.time_ns;
@@ -281,9 +294,10 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   if (!ok || dur > UINT32_MAX) return false;
   e.duration_ns = static_cast<uint32_t>(dur);
   if (stack) {
-    uint64_t id = 0;
+    uint64_t id = same_stack ? s.stack : 0;
     if (has_stack && (!get_varint(p, end, id) || id == 0 || id > UINT32_MAX)) return false;
     *stack = static_cast<uint32_t>(id);
+    if (has_stack) s.stack = static_cast<uint32_t>(id);
   }
   return true;
 }
