@@ -98,6 +98,53 @@ TEST(Journal, EveryTruncationIsReportedNotFatal) {
   std::remove(path.c_str());
 }
 
+// skim_journal, what `allockit record` runs when the program ends: the event count from the
+// block headers, a cut-off tail found wherever the cut falls, and a damaged last block or
+// header named.
+TEST(Journal, SkimCountsEventsAndFindsACutOffTail) {
+  std::string path = write_sample(true);
+  const std::vector<uint8_t> bytes = slurp(path);
+  JournalSkim s = skim_journal(path);
+  EXPECT_EQ(s.events, 6000u);
+  EXPECT_EQ(s.truncated_at, -1);
+  // The offsets where blocks start, as the full reader sees them.
+  std::vector<uint64_t> starts;
+  {
+    JournalReader r(path);
+    for (Block b; r.next(b);) starts.push_back(b.offset);
+  }
+  ASSERT_GE(starts.size(), 2u);
+  const std::string cut = temp_path("cut");
+  for (size_t n = starts[0] + 1; n < bytes.size(); n += 331) {
+    std::ofstream(cut, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+    const JournalSkim c = skim_journal(cut);
+    uint64_t last_start = 0;
+    for (uint64_t b : starts)
+      if (b < n) last_start = b;
+    if (c.truncated_at >= 0) EXPECT_EQ(uint64_t(c.truncated_at), last_start) << "length " << n;
+    EXPECT_LT(c.events, 6000u) << "length " << n;
+  }
+  // A flipped byte in the last block's payload, or a block header that is no header.
+  std::vector<uint8_t> bad = bytes;
+  bad.back() ^= 0xff;
+  std::ofstream(cut, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bad.data()), static_cast<std::streamsize>(bad.size()));
+  EXPECT_THROW(skim_journal(cut), JournalError);
+  bad = bytes;
+  bad[starts[1]] ^= 0xff;
+  std::ofstream(cut, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bad.data()), static_cast<std::streamsize>(bad.size()));
+  try {
+    skim_journal(cut);
+    FAIL() << "a damaged block header was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_EQ(e.offset(), starts[1]);
+  }
+  std::remove(cut.c_str());
+  std::remove(path.c_str());
+}
+
 TEST(Journal, EveryFlippedByteIsCaughtOrHarmless) {
   std::string path = write_sample(false);
   std::vector<uint8_t> bytes = slurp(path);

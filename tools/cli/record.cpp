@@ -71,20 +71,15 @@ std::vector<std::string> journals_of(const std::string& out) {
 }  // namespace
 
 uint64_t check_journal(const std::string& path) {
-  uint64_t events = 0;
-  int64_t cut = -1;
-  {
-    trace::JournalReader in(path);
-    for (uint32_t n = 0; in.skim(n);) events += n;
-    cut = in.truncated_at();
-  }
+  const trace::JournalSkim skim = trace::skim_journal(path);
+  const int64_t cut = skim.truncated_at;
   if (cut >= 0) {
     if (truncate(path.c_str(), cut) != 0)
       throw std::runtime_error("cannot cut " + path + ": " + std::strerror(errno));
     std::fprintf(stderr, "allockit record: %s: incomplete last block at offset %lld dropped\n",
                  path.c_str(), static_cast<long long>(cut));
   }
-  return events;
+  return skim.events;
 }
 
 int record(const RecordOptions& opt) {

@@ -19,9 +19,8 @@ struct RecordOptions {
 // Returns the command's exit status (128 + signal if it was killed).
 int record(const RecordOptions& opt);
 
-// Reads a journal through (every block's header and checksum, nothing decoded) and cuts an
-// incomplete last block off with a warning. Returns the number of events. Throws
-// trace::JournalError on damage.
+// Walks a journal's block headers (trace::skim_journal) and cuts an incomplete last block off
+// with a warning. Returns the number of events. Throws trace::JournalError on damage found.
 uint64_t check_journal(const std::string& path);
 
 }  // namespace ak::cli

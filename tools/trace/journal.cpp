@@ -318,14 +318,6 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
   }
 }
 
-bool JournalReader::skim(uint32_t& events) {
-  BlockHeader h;
-  uint64_t start;
-  if (!read_block(h, start)) return false;
-  events = h.event_count;
-  return true;
-}
-
 bool JournalReader::next(Block& b) {
   BlockHeader h;
   uint64_t start;

@@ -83,6 +83,17 @@ struct Block {
   std::vector<uint32_t> stacks;  // parallel to events: each allocation's stack id, 0 for none
 };
 
+// What `allockit record` checks when the program ends: the events of journal `path` and where
+// an incomplete last block starts (-1 if none), from its block headers alone (one seek each)
+// and the last block's checksum, so the command ends milliseconds after the program. Throws
+// JournalError on a file that is no journal or a block header that is no block; every other
+// block is checked when the journal is read (JournalReader).
+struct JournalSkim {
+  uint64_t events = 0;
+  int64_t truncated_at = -1;
+};
+JournalSkim skim_journal(const std::string& path);
+
 class JournalReader {
  public:
   // Opens `path` and reads its header. Throws JournalError on a missing file, a wrong magic or
@@ -107,8 +118,6 @@ class JournalReader {
   // Reads the next block into `b`. Returns false at the end. A block cut short by the end of the
   // file ends the journal and is reported by truncated_at(); a damaged block throws.
   bool next(Block& b);
-  // As next(), checking the block (header, checksum) without decoding it: its event count only.
-  bool skim(uint32_t& events);
   // Offset of an incomplete block at the end of the file, or -1.
   int64_t truncated_at() const { return truncated_at_; }
   uint64_t offset() const { return offset_; }

@@ -1,0 +1,63 @@
+// skim_journal (journal.hpp): a journal's event count and cut-off tail from its block headers.
+#include <cstdio>
+#include <cstring>
+
+#include "trace/journal.hpp"
+
+namespace ak::trace {
+
+namespace {
+
+struct File {
+  FILE* f;
+  ~File() {
+    if (f) std::fclose(f);
+  }
+};
+
+}  // namespace
+
+JournalSkim skim_journal(const std::string& path) {
+  File in{std::fopen(path.c_str(), "rb")};
+  if (!in.f) throw JournalError("cannot open " + path, 0);
+  FileHeader fh;
+  const size_t got = std::fread(&fh, 1, sizeof fh, in.f);
+  if (got < 8 || std::memcmp(fh.magic, kFileMagic, 8) != 0)
+    throw JournalError("not a journal: bad magic", 0);
+  if (got != sizeof fh) throw JournalError("truncated file header", got);
+  if (fh.version < kMinVersion || fh.version > kVersion)
+    throw JournalError("unsupported journal version " + std::to_string(fh.version), 8);
+  std::fseek(in.f, 0, SEEK_END);
+  const auto size = static_cast<uint64_t>(std::ftell(in.f));
+  JournalSkim s;
+  uint64_t at = sizeof fh + fh.meta_len;
+  if (at > size) {
+    s.truncated_at = static_cast<int64_t>(sizeof fh);
+    return s;
+  }
+  while (at < size) {
+    BlockHeader h;
+    std::fseek(in.f, static_cast<long>(at), SEEK_SET);
+    const uint64_t end = at + sizeof h;
+    if (end > size || std::fread(&h, 1, sizeof h, in.f) != sizeof h ||
+        end + h.stored_len > size) {  // cut off: a killed program's last write
+      if (end <= size && std::memcmp(h.magic, kBlockMagic, 4) != 0)
+        throw JournalError("bad block magic", at);
+      s.truncated_at = static_cast<int64_t>(at);
+      return s;
+    }
+    if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", at);
+    const uint32_t codec = h.codec & kCodecMask;
+    if (codec == kCodecRaw || codec == kCodecZstd) s.events += h.event_count;
+    if (end + h.stored_len == size) {  // the last block: whole, and what it says it is
+      std::vector<uint8_t> payload(h.stored_len);
+      if (std::fread(payload.data(), 1, payload.size(), in.f) != payload.size() ||
+          block_crc(h, payload.data(), payload.size()) != h.crc)
+        throw JournalError("block checksum mismatch", at);
+    }
+    at = end + h.stored_len;
+  }
+  return s;
+}
+
+}  // namespace ak::trace
