@@ -116,12 +116,22 @@ std::size_t large_checked_request_locked(const char* call, const void* p) {
 
 // Secure build: readies range [base, base + bytes) for a block: accessible but for its last
 // page, the guard. A range from the cache may be sealed whole, or hold the guard pages of the
-// blocks merged into it; mprotect changes only what differs, but costs a system call each.
-// False when mprotect fails (no mapping left to split).
-bool open_guarded(char* base, std::size_t bytes) {
+// blocks merged into it; what `known` says is in place already costs nothing, the rest a
+// system call each. False when mprotect fails (no mapping left to split).
+bool open_guarded(char* base, std::size_t bytes, LargeCache::Layout known) {
   const std::size_t page = os::page_size();
-  return os::set_accessible(base, bytes - page, true) &&
-         os::set_accessible(base + bytes - page, page, false);
+  // Without a guard at the end, the open bytes known reach the range's end: the body is open
+  // only when all of it is.
+  const bool body_open = known.open_tail >= bytes - (known.guard_end ? page : 0);
+  return (body_open || os::set_accessible(base, bytes - page, true)) &&
+         (known.guard_end || os::set_accessible(base + bytes - page, page, false));
+}
+
+// The layout of a block's mapping of `bytes` while it is live (in the secure build, open up to
+// its guard page), or sealed.
+LargeCache::Layout live_layout(std::size_t bytes, bool sealed) {
+  if (!kSecureBuild) return {};
+  return LargeCache::Layout{true, sealed ? 0 : bytes - os::page_size()};
 }
 
 }  // namespace
@@ -137,7 +147,7 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   if (align <= page) {
     const LargeCache::Taken t = g_cache.take(bytes, want_zero);
     const bool opened = t.base != nullptr &&
-                        (kSecureBuild ? open_guarded(t.base, t.bytes)
+                        (kSecureBuild ? open_guarded(t.base, t.bytes, t.layout)
                                       : !t.sealed || os::set_accessible(t.base, t.bytes, true));
     if (t.base && !opened) {
       g_cache.put(t.base, t.bytes, t.zeroed, t.sealed);  // no mapping left to split: fresh pages
@@ -150,7 +160,7 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   if (base == nullptr) {
     base = static_cast<char*>(os::map_accounted(bytes, align > page ? align : page));
     if (base == nullptr) return nullptr;
-    if (kSecureBuild && !open_guarded(base, bytes)) {
+    if (kSecureBuild && !open_guarded(base, bytes, LargeCache::Layout{false, bytes})) {
       os::release(base, bytes);
       return nullptr;
     }
@@ -158,7 +168,7 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   }
   char* p = base + offset;
   if (!insert(addr(p))) {
-    g_cache.put(base, bytes, *zeroed);
+    g_cache.put(base, bytes, *zeroed, false, live_layout(bytes, false));
     return nullptr;
   }
   g_mapped += bytes;
@@ -197,7 +207,7 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
     const bool empty = cached >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree);
     const bool emptied = empty && os::decommit(base, cached);
     const bool sealed = seal && os::set_accessible(base, cached, false);
-    g_cache.put(base, cached, emptied, sealed);
+    g_cache.put(base, cached, emptied, sealed, live_layout(cached, sealed));
   }
   start_background_purge(cached);  // the cache now holds memory to return later
   return true;

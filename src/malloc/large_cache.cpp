@@ -2,6 +2,7 @@
 // allocation already costs microseconds, and 64 entries are one or two cache lines of keys.
 #include "malloc/large_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "os/os.hpp"
@@ -29,13 +30,25 @@ void LargeCache::release_oldest(Kind kind) noexcept {
   if (oldest < len_) release(oldest);
 }
 
-// Hands out the first `need` bytes of range i; a rest of kMinSplit or more stays cached.
+// Hands out the first `need` bytes of range i (the last ones when kCarveFromEnd); a rest of
+// kMinSplit or more stays cached.
 LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_zero) noexcept {
   Range& r = ranges_[i];
-  Taken t{r.base, r.bytes, r.zero, r.sealed};
+  Taken t{r.base, r.bytes, r.zero, r.sealed, r.layout()};
   if (r.bytes - need >= kMinSplit) {
     t.bytes = need;
-    r.base += need;
+    if (kCarveFromEnd) {
+      // The block keeps the range's end; the rest ends where the block began, open as far as
+      // the range's open bytes reach past the block.
+      t.base = r.base + r.bytes - need;
+      const std::size_t guard = t.layout.guard_end ? os::page_size() : 0;
+      const std::size_t open_from_end = t.layout.open_tail + guard;
+      t.layout.open_tail = std::min(t.layout.open_tail, need - guard);
+      r.set_layout(Layout{false, open_from_end > need ? open_from_end - need : 0});
+    } else {
+      t.layout = Layout{};
+      r.base += need;
+    }
     r.bytes -= need;
     (r.zero ? zero_ : resident_) -= need;
   } else {
@@ -67,7 +80,7 @@ LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   auto* moved = static_cast<char*>(os::remap(r.base, r.bytes, need));
   if (moved == nullptr) return {};
   remove(best);
-  return Taken{moved, need, false, r.sealed};
+  return Taken{moved, need, false, r.sealed, {}};
 }
 
 LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
@@ -90,10 +103,12 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
   return t;
 }
 
-void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed) noexcept {
+void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
+                     Layout layout) noexcept {
   const std::uint64_t now = os::coarse_now_ns();
   if (sealed) last_sealed_ = base;
-  // Merge with a neighbour of the same kind: the range before it and the one after it.
+  // Merge with a neighbour of the same kind: the range before it and the one after it. A merged
+  // range ends as its last part does.
   for (std::size_t i = 0; i < len_; ++i) {
     Range& r = ranges_[i];
     if (r.zero != zero || r.sealed != sealed) continue;
@@ -103,11 +118,13 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed) noex
       remove(i--);
     } else if (base + bytes == r.base) {
       bytes += r.bytes;
+      layout = r.layout();
       remove(i--);
     }
   }
   if (len_ == kSlots) release_oldest(Kind::kAny);
-  ranges_[len_++] = Range{base, bytes, now, zero, sealed};
+  ranges_[len_] = Range{base, bytes, now, 0, zero, sealed, false};
+  ranges_[len_++].set_layout(layout);
   (zero ? zero_ : resident_) += bytes;
   while (resident_ > budget()) release_oldest(Kind::kResident);
   while (zero_ > kZeroMax) release_oldest(Kind::kZero);

@@ -8,13 +8,28 @@
 // (the purger releases ranges idle longer than the delay). Ranges emptied for calloc are kept as
 // known-zero address space. Ranges freed sealed (freed_guard.hpp) stay sealed until handed out and
 // merge only with sealed neighbours; the range sealed last is not handed to the next request when
-// another will do. Not thread-safe: the caller (large.cpp) holds its lock.
+// another will do. The secure build's blocks end in a guard page: a range remembers whether its
+// last page is one and whether all before it is accessible, and requests are carved from a
+// range's end, so a block freed and handed out again keeps its guard with no system call. Not
+// thread-safe: the caller (large.cpp) holds its lock.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "allockit/config.hpp"
+
 namespace ak::detail {
+
+// How a cached range's pages are protected, as far as the cache knows (the secure build's
+// guards): `guard_end`, its last page is inaccessible; `open_tail`, the bytes before that page
+// (before the range's end without one) known accessible. A freed block's range is open up to its
+// guard, a sealed one is a guard with nothing open; unknown is {false, 0}.
+struct RangeLayout {
+  bool guard_end = false;
+  std::size_t open_tail = 0;
+};
 
 class LargeCache {
  public:
@@ -42,12 +57,16 @@ class LargeCache {
   // its mean call 8%. Below 1 MiB, a server's medium blocks would pay it more often.
   static constexpr std::size_t kEmptySealedAtFree = std::size_t(1) << 20;
   static constexpr std::size_t kMinSplit = std::size_t(64) << 10;  // smaller rests stay attached
+  // The secure build carves a request from a range's end, where a freed block's guard page is.
+  static constexpr bool kCarveFromEnd = kSecureBuild;
+  using Layout = RangeLayout;
 
   struct Taken {
     char* base = nullptr;
     std::size_t bytes = 0;
     bool zeroed = false;  // every byte reads zero
     bool sealed = false;  // inaccessible: the caller unseals it
+    Layout layout;        // the secure build's guard page already in place, the rest open
   };
 
   // A range of at least `need` bytes (page multiple) from the cache, or {} when none fits and
@@ -56,7 +75,8 @@ class LargeCache {
   Taken take(std::size_t need, bool want_zero) noexcept;
   // Keeps a freed range (resident, or known zero; sealed or not), merging it with a cached
   // neighbour of the same kind; releases the oldest ranges beyond the budget or the slot count.
-  void put(char* base, std::size_t bytes, bool zero, bool sealed = false) noexcept;
+  void put(char* base, std::size_t bytes, bool zero, bool sealed = false,
+           Layout layout = {}) noexcept;
   // Releases ranges freed at least `age_ns` ago, and restarts the budget's peak from `live`
   // (the live large bytes now). Returns bytes released.
   std::size_t purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept;
@@ -81,9 +101,22 @@ class LargeCache {
     char* base;
     std::size_t bytes;
     std::uint64_t since;  // coarse time it was freed
+    // layout.open_tail in 4 KiB units (exact for any page multiple; capped, so a lower bound),
+    // so a Range stays 32 bytes and the cache within the library's one page of globals.
+    std::uint32_t open_units;
     bool zero;
     bool sealed;
+    bool guard_end;  // layout.guard_end
+    static constexpr unsigned kUnitShift = 12;
+    Layout layout() const noexcept {
+      return Layout{guard_end, std::size_t(open_units) << kUnitShift};
+    }
+    void set_layout(Layout l) noexcept {
+      guard_end = l.guard_end;
+      open_units = std::uint32_t(std::min<std::size_t>(l.open_tail >> kUnitShift, UINT32_MAX));
+    }
   };
+  static_assert(sizeof(Range) == 32);
   std::size_t budget() const noexcept {
     return kPeakFactor * peak_live_ > kMinBudget ? kPeakFactor * peak_live_ : kMinBudget;
   }

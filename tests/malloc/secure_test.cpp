@@ -17,6 +17,7 @@
 #include "allockit/allockit.h"
 #include "allockit/config.hpp"
 #include "allockit/detail/shared_pool.hpp"
+#include "malloc/secure.hpp"
 #include "memory_probe.hpp"
 
 namespace {
@@ -148,6 +149,34 @@ TEST(Secure, AllocationOrderInASlabIsRandom) {
   // In address order all but a few would be (the default build: 198); shuffled in batches of a
   // refill (a few to a page of blocks), about one in five.
   EXPECT_LT(next_in_line, 100) << "blocks came in address order";
+}
+
+// Large blocks handed out again from the cache, carved from the end of ranges that freed blocks,
+// merges and splits left behind, are open up to their slack and end in a guard page, as fresh
+// ones do: the cache's record of which pages are protected (large_cache.hpp) never skips a
+// system call it needed.
+TEST(Secure, ReusedLargeBlocksKeepTheirGuardPage) {
+  constexpr std::size_t kPage = 4096;
+  std::mt19937 rng(17);
+  std::vector<std::pair<char*, std::size_t>> live(8, {nullptr, 0});
+  for (int i = 0; i < 4000; ++i) {
+    auto& [p, n] = live[rng() % live.size()];
+    ak_free(p);
+    n = 300 * kKiB + rng() % (2 << 20);
+    p = static_cast<char*>(ak_malloc(n));
+    ASSERT_NE(p, nullptr);
+    for (std::size_t at = 0; at < n; at += kPage) p[at] = 1;  // open (a guard would fault here)
+    p[n - 1] = 1;
+    // The slack up to the guard holds the slack byte; the guard is at most a split's worth on.
+    auto* c = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(p + n) + kPage - 1) &
+                                      ~std::uintptr_t(kPage - 1));
+    const char* limit = c + (64 * kKiB) + kPage;
+    while (c < limit && readable(c)) c += kPage;
+    ASSERT_LT(c, limit) << "no guard page after a " << n << "-byte block";
+    for (const char* q = p + n; q < c; ++q)
+      ASSERT_EQ(static_cast<unsigned char>(*q), ak::detail::kSlackByte) << n;
+  }
+  for (auto& [p, n] : live) ak_free(p);
 }
 
 // No linear overflow reaches slab metadata: a small slab's header sits in its region's header
