@@ -200,7 +200,7 @@ def render_trace(doc):
               "8 frames per allocation by libunwind (`--stack 0`: none; `--unwind fp`: frame pointers, "
               "which lose callers of code built without them); heaptrack records full stacks (the recorder "
               "compresses blocks while the program runs, when the block took 20x longer to fill than "
-              "compressing it takes; the command then reads the journal through once).", "", "## Replay bookkeeping (do-nothing allocator, --speed max, best of 3 runs)", "",
+              "compressing it takes; the command then walks the journal's block headers to cut off a block a killed program left incomplete).", "", "## Replay bookkeeping (do-nothing allocator, --speed max, best of 3 runs)", "",
               "| journal | calls | wall s (best / mean) | calls/s (best) | timer floor min/mean ns |",
               "|---|---:|---:|---:|---:|"]
     for r in doc["replay"]:
