@@ -122,7 +122,9 @@ TEST(Journal, SkimCountsEventsAndFindsACutOffTail) {
     uint64_t last_start = 0;
     for (uint64_t b : starts)
       if (b < n) last_start = b;
-    if (c.truncated_at >= 0) EXPECT_EQ(uint64_t(c.truncated_at), last_start) << "length " << n;
+    if (c.truncated_at >= 0) {
+      EXPECT_EQ(uint64_t(c.truncated_at), last_start) << "length " << n;
+    }
     EXPECT_LT(c.events, 6000u) << "length " << n;
   }
   // A flipped byte in the last block's payload, or a block header that is no header.
