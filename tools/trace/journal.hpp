@@ -142,7 +142,6 @@ class JournalReader {
   // TSC-to-ns fit from the first and last clock blocks (journals straight from the recorder).
   uint64_t clock_tsc0_ = 0, clock_ns0_ = 0;
   long double ns_per_tick_ = 0;
-  __extension__ unsigned __int128 ns_per_tick_q32_ = 0;  // the same rate, 32 fraction bits
   int clock_points_ = 0;
   std::vector<RssSample> rss_;
   StackTable stacks_;
