@@ -92,17 +92,20 @@ size_t JournalReader::read(void* dst, size_t n) {
   return got;
 }
 
-void JournalReader::open_header() {
-  FileHeader h;
-  size_t got = read(&h, sizeof h);
+uint32_t check_file_header(const FileHeader& h, size_t got) {
   if (got < 8 || std::memcmp(h.magic, kFileMagic, 8) != 0)
     throw JournalError("not a journal: bad magic", 0);
   if (got != sizeof h) throw JournalError("truncated file header", got);
   if (h.version < kMinVersion || h.version > kVersion)
     throw JournalError("unsupported journal version " + std::to_string(h.version), 8);
-  version_ = h.version;
   if (h.meta_len > kMaxMetaBytes)
     throw JournalError("metadata length " + std::to_string(h.meta_len) + " too large", 12);
+  return h.version;
+}
+
+void JournalReader::open_header() {
+  FileHeader h;
+  version_ = check_file_header(h, read(&h, sizeof h));
   std::string meta(h.meta_len, '\0');
   if (read(meta.data(), meta.size()) != meta.size())
     throw JournalError("truncated metadata", offset_);

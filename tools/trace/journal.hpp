@@ -83,6 +83,10 @@ struct Block {
   std::vector<uint32_t> stacks;  // parallel to events: each allocation's stack id, 0 for none
 };
 
+// Checks a file header of which `got` bytes were read (magic, length, version, metadata length),
+// throwing the JournalError every reader gives. Returns the version.
+uint32_t check_file_header(const FileHeader& h, size_t got);
+
 // What `allockit record` checks when the program ends: the events of journal `path` and where
 // an incomplete last block starts (-1 if none), from its block headers alone (one seek each)
 // and the last block's checksum, so the command ends milliseconds after the program. Throws

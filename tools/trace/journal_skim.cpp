@@ -21,12 +21,7 @@ JournalSkim skim_journal(const std::string& path) {
   File in{std::fopen(path.c_str(), "rb")};
   if (!in.f) throw JournalError("cannot open " + path, 0);
   FileHeader fh;
-  const size_t got = std::fread(&fh, 1, sizeof fh, in.f);
-  if (got < 8 || std::memcmp(fh.magic, kFileMagic, 8) != 0)
-    throw JournalError("not a journal: bad magic", 0);
-  if (got != sizeof fh) throw JournalError("truncated file header", got);
-  if (fh.version < kMinVersion || fh.version > kVersion)
-    throw JournalError("unsupported journal version " + std::to_string(fh.version), 8);
+  check_file_header(fh, std::fread(&fh, 1, sizeof fh, in.f));
   std::fseek(in.f, 0, SEEK_END);
   const auto size = static_cast<uint64_t>(std::ftell(in.f));
   JournalSkim s;
@@ -39,14 +34,13 @@ JournalSkim skim_journal(const std::string& path) {
     BlockHeader h;
     std::fseek(in.f, static_cast<long>(at), SEEK_SET);
     const uint64_t end = at + sizeof h;
-    if (end > size || std::fread(&h, 1, sizeof h, in.f) != sizeof h ||
-        end + h.stored_len > size) {  // cut off: a killed program's last write
-      if (end <= size && std::memcmp(h.magic, kBlockMagic, 4) != 0)
-        throw JournalError("bad block magic", at);
+    const bool whole_header = end <= size && std::fread(&h, 1, sizeof h, in.f) == sizeof h;
+    if (whole_header && std::memcmp(h.magic, kBlockMagic, 4) != 0)
+      throw JournalError("bad block magic", at);
+    if (!whole_header || end + h.stored_len > size) {  // cut off: a killed program's last write
       s.truncated_at = static_cast<int64_t>(at);
       return s;
     }
-    if (std::memcmp(h.magic, kBlockMagic, 4) != 0) throw JournalError("bad block magic", at);
     const uint32_t codec = h.codec & kCodecMask;
     if (codec == kCodecRaw || codec == kCodecZstd) s.events += h.event_count;
     if (end + h.stored_len == size) {  // the last block: whole, and what it says it is

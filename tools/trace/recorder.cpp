@@ -312,7 +312,7 @@ AK_EXPORT void* malloc(size_t n) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.malloc(n); });
   if (rec) {
-    const uint64_t t = return_ticks();
+    const uint64_t t = stamp_ticks();
     record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
   }
   return p;
@@ -329,7 +329,7 @@ AK_EXPORT void* calloc(size_t n, size_t size) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.calloc(n, size); });
   if (rec) {
-    const uint64_t t = return_ticks();
+    const uint64_t t = stamp_ticks();
     record(Op::kCalloc, t, n, size, 0, p, 0, call_stack());
   }
   return p;
@@ -339,7 +339,7 @@ AK_EXPORT void free(void* p) {
   if (is_boot(p)) return;
   ensure_real();
   if (recording()) {
-    record(Op::kFree, entry_ticks(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr);
+    record(Op::kFree, stamp_ticks(), reinterpret_cast<uint64_t>(p), 0, 0, nullptr);
   }
   ++tl_busy;
   g_real.free(p);
@@ -357,9 +357,9 @@ AK_EXPORT void* realloc(void* old, size_t n) {
   }
   ensure_real();
   if (!recording()) return g_real.realloc(old, n);
-  uint64_t t0 = entry_ticks();
+  uint64_t t0 = stamp_ticks();
   void* p = real_call([&] { return g_real.realloc(old, n); });
-  uint64_t t1 = return_ticks();
+  uint64_t t1 = stamp_ticks();
   record(Op::kRealloc, t1, reinterpret_cast<uint64_t>(old), n, 0, p, clamp32(t1 - t0),
          call_stack());
   return p;
@@ -368,9 +368,9 @@ AK_EXPORT void* realloc(void* old, size_t n) {
 AK_EXPORT void* reallocarray(void* old, size_t n, size_t size) {
   ensure_real();
   if (!recording()) return g_real.reallocarray(old, n, size);
-  uint64_t t0 = entry_ticks();
+  uint64_t t0 = stamp_ticks();
   void* p = real_call([&] { return g_real.reallocarray(old, n, size); });
-  uint64_t t1 = return_ticks();
+  uint64_t t1 = stamp_ticks();
   record(Op::kReallocarray, t1, reinterpret_cast<uint64_t>(old), n, size, p, clamp32(t1 - t0),
          call_stack());
   return p;
@@ -381,7 +381,7 @@ AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
   if (rec) {
-    const uint64_t t = return_ticks();
+    const uint64_t t = stamp_ticks();
     record(Op::kPosixMemalign, t, align, n, static_cast<uint64_t>(rc), rc == 0 ? *out : nullptr, 0,
            call_stack());
   }
@@ -394,7 +394,7 @@ AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();                       \
   void* p = real_call([&] { return call; });    \
   if (rec) {                                    \
-    const uint64_t t = return_ticks();          \
+    const uint64_t t = stamp_ticks();           \
     record(op, t, a, b, 0, p, 0, call_stack()); \
   }                                             \
   return p

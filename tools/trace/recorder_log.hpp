@@ -64,15 +64,11 @@ struct Guard {  // marks the thread as inside the recorder (its own calls are no
 
 // Event times are TSC ticks (~10 ns to read, against ~25 for clock_gettime); every flush writes
 // a clock block pairing the TSC with CLOCK_MONOTONIC, and readers convert through them.
-// Entry stamps (free, realloc start) use rdtsc: later stores cannot become visible before it.
-// Return stamps use rdtsc too, which does not wait for the call's loads: a malloc that got a
-// block another thread just freed may be stamped a little before that free. The reader matches
-// such pairs (timeline.cpp, kStampSlackNs). rdtscp, which waits, cost 9 ns a call here: half
-// the recorder's cost on a malloc/free loop.
-inline uint64_t entry_ticks() {
-  return __rdtsc();
-}
-inline uint64_t return_ticks() {
+// Every stamp (a free's or realloc's entry, an allocation's return) is one rdtsc, which does not
+// wait for the call's loads: a malloc that got a block another thread just freed may be stamped a
+// little before that free. The reader matches such pairs (timeline.cpp, kStampSlackNs). rdtscp,
+// which waits, cost 9 ns a call here: half the recorder's cost on a malloc/free loop.
+inline uint64_t stamp_ticks() {
   return __rdtsc();
 }
 
