@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "trace/journal.hpp"
+#include "trace/nonheap.hpp"
 #include "trace/sites.hpp"
 #include "trace/stats.hpp"
 #include "trace/timeline.hpp"
@@ -168,37 +169,73 @@ TEST(Journal, EveryFlippedByteIsCaughtOrHarmless) {
 }
 
 // Appends an RSS block of `n` samples (times in ns) to the journal at `path`; `count` is the
-// event count its header claims.
-void append_rss(const std::string& path, uint32_t n, uint32_t count) {
-  std::vector<RssRecord> r(n);
-  for (uint32_t i = 0; i < n; ++i)
-    r[i] = {1000 + 10 * i, (4 + i) << 20, (9 + i) << 20, i == 0 ? 0 : uint64_t(1) << 20};
+// event count its header claims. Sample i: RssAnon 4 + i MiB, VmRSS 9 + i MiB, the recorder's
+// 1 MiB after the first, non-heap measured at the first (1 MiB) and fourth (2 MiB) only. With
+// `record_bytes` 32 (a v1 to v3 journal) the records stop before the non-heap field.
+void append_rss(const std::string& path, uint32_t n, uint32_t count,
+                size_t record_bytes = sizeof(RssRecord)) {
+  std::vector<uint8_t> payload(n * record_bytes);
+  for (uint32_t i = 0; i < n; ++i) {
+    const RssRecord r{1000 + 10 * i, (4ull + i) << 20, (9ull + i) << 20, i == 0 ? 0 : 1ull << 20,
+                      i == 0   ? 1ull << 20
+                      : i == 3 ? 2ull << 20
+                               : kNonheapUnmeasured};
+    std::memcpy(payload.data() + i * record_bytes, &r, record_bytes);
+  }
   BlockHeader h{};
   std::memcpy(h.magic, kBlockMagic, 4);
   h.codec = kCodecRss;
-  h.stored_len = h.raw_len = static_cast<uint32_t>(n * sizeof(RssRecord));
+  h.stored_len = h.raw_len = static_cast<uint32_t>(payload.size());
   h.event_count = count;
-  h.crc = block_crc(h, r.data(), h.stored_len);
+  h.crc = block_crc(h, payload.data(), h.stored_len);
   std::ofstream f(path, std::ios::binary | std::ios::app);
   f.write(reinterpret_cast<const char*>(&h), sizeof h);
-  f.write(reinterpret_cast<const char*>(r.data()), static_cast<std::streamsize>(h.stored_len));
+  f.write(reinterpret_cast<const char*>(payload.data()),
+          static_cast<std::streamsize>(h.stored_len));
 }
 
 TEST(Journal, MemorySamplesAreReadAheadAndSummarised) {
   std::string path = write_sample(true);
-  append_rss(path, 3, 3);
+  append_rss(path, 5, 5);
   Trace t = load_trace(path);
   EXPECT_EQ(t.events, 6000u);  // the events around the samples read as before
-  ASSERT_EQ(t.rss.size(), 3u);
+  ASSERT_EQ(t.rss.size(), 5u);
   EXPECT_EQ(t.rss[2].time_ns, 1020u);
   EXPECT_EQ(t.rss[2].anon_bytes, 6u << 20);
-  // The heap's share: RssAnon less the recorder's own (1 MiB after the first sample) and less
-  // the first sample's 4 MiB: 0, 0, 1 MiB.
+  // Non-heap between two measures is the larger of them; after the last, the last.
+  EXPECT_EQ(t.rss[1].nonheap_bytes, 2u << 20);
+  EXPECT_EQ(t.rss[2].nonheap_bytes, 2u << 20);
+  EXPECT_EQ(t.rss[4].nonheap_bytes, 2u << 20);
+  // The heap's share: RssAnon less the recorder's own (1 MiB after the first sample), less
+  // non-heap and less the same of the first sample (4 - 1 MiB): 0, 0, 0, 1, 2 MiB.
   RecordedMemory m = recorded_memory(t.rss);
-  EXPECT_EQ(m.samples, 3u);
-  EXPECT_EQ(m.baseline_anon, 4u << 20);
-  EXPECT_EQ(m.peak_heap_anon, 1u << 20);
-  EXPECT_EQ(m.peak_rss, 11u << 20);
+  EXPECT_EQ(m.samples, 5u);
+  EXPECT_EQ(m.baseline_anon, 3u << 20);
+  EXPECT_EQ(m.peak_heap_anon, 2u << 20);
+  EXPECT_EQ(m.nonheap_at_peak, 2u << 20);
+  EXPECT_EQ(m.peak_rss, 13u << 20);
+  std::remove(path.c_str());
+}
+
+TEST(Journal, VersionThreeMemorySamplesReadWithoutNonHeap) {
+  std::string path = write_sample(false);
+  append_rss(path, 3, 3, kRssRecordV3Bytes);
+  auto bytes = slurp(path);
+  bytes[8] = 3;  // the header's version: v3 RSS records are 32 bytes
+  JournalReader r(bytes.data(), bytes.size());
+  Trace t = load_trace(r);
+  ASSERT_EQ(t.rss.size(), 3u);
+  EXPECT_EQ(t.rss[2].anon_bytes, 6u << 20);
+  EXPECT_EQ(t.rss[2].nonheap_bytes, 0u);
+  EXPECT_EQ(recorded_memory(t.rss).peak_heap_anon, 1u << 20);
+  // The same 32-byte records in a v4 journal are a damaged block.
+  bytes[8] = 4;
+  EXPECT_THROW(
+      {
+        JournalReader v4(bytes.data(), bytes.size());
+        load_trace(v4);
+      },
+      JournalError);
   std::remove(path.c_str());
 }
 

@@ -1,7 +1,8 @@
 // A program with a known allocation pattern, for the record round-trip test. Every block it
 // allocates between two marker calls (malloc(777777) and malloc(777778)) has a size in
 // [3000, 4000), so the checker can count exactly what the program called. It writes the
-// expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit".
+// expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
+// (memory that is not heap beside 4 MiB that is).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -99,12 +100,34 @@ int pattern(const char* expected_path) {
   return std::fclose(f) == 0 && WIFEXITED(st) ? 0 : 1;
 }
 
+// Memory that is not heap: 16 MiB of static data dirtied after the recorder's first sample, a
+// thread that touches 2 MiB of its stack, and 4 MiB of heap, all resident together for 60 ms.
+char g_static_data[16 << 20];
+
+void touch_stack_and_wait() {
+  volatile char frame[2 << 20];
+  for (size_t i = 0; i < sizeof frame; i += 4096) frame[i] = 1;
+  usleep(60000);
+}
+
+int nonheap() {
+  std::thread t(touch_stack_and_wait);
+  for (size_t i = 0; i < sizeof g_static_data; i += 4096) g_static_data[i] = 1;
+  auto* heap = static_cast<char*>(keep(malloc_(4 << 20)));
+  std::memset(heap, 1, 4 << 20);
+  usleep(60000);
+  t.join();
+  free_(heap);
+  return g_static_data[4096] == 1 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* mode = argc > 2 ? argv[2] : "pattern";
   if (std::strcmp(mode, "pattern") == 0) return pattern(argv[1]);
+  if (std::strcmp(mode, "nonheap") == 0) return nonheap();
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
   if (std::strcmp(mode, "crash") == 0) {
     volatile int* null = nullptr;

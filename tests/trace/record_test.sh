@@ -55,6 +55,21 @@ assert all(r['ok'] for r in c['results']), c
 assert c['results'][0]['kinds']['aligned']['count'] > 0"
 "$ak" replay p.akj --allocator glibc --touch page --speed 10 --out one > /dev/null
 
+step "recorded memory leaves out static data and stacks; the replay's matches it"
+"$ak" record -o nh.akj --stack 0 -- "$build/pattern_program" x nonheap
+"$ak" stats --json nh.akj > nh.json
+"$ak" compare nh.akj --allocators glibc --touch page --out nhc > nh.md
+python3 - <<'PY'
+import json
+m = json.load(open("nh.json"))["recorded_memory"]
+mib = 1 << 20
+# 4 MiB of heap beside 16 MiB of dirtied static data and 2 MiB of thread stack.
+assert 3 * mib < m["peak_heap_anon_bytes"] < 7 * mib, m
+assert m["nonheap_at_peak_bytes"] > 17 * mib, m
+f = json.load(open("nhc/compare.json"))["fidelity"]
+assert f["state"] == "measured" and 0.75 < f["ratio"] < 1.33, f
+PY
+
 step "a crashing program leaves a readable journal"
 set +e
 "$ak" record -o crash.akj -- "$build/pattern_program" x crash 2> crash.err

@@ -86,7 +86,8 @@ Fidelity measure_fidelity(const std::string& recorded_allocator, const Curve& re
   f.state = Fidelity::State::kMeasured;
   f.allocator = match->allocator.name;
   f.recorded_peak = peak_of(recorded);
-  f.replayed_peak = peak_of(replayed);
+  // The worker's peak also counts one between its samples (the kernel's high-water mark).
+  f.replayed_peak = std::max(peak_of(replayed), match->peak_rss);
   f.ratio = f.recorded_peak
                 ? static_cast<double>(f.replayed_peak) / static_cast<double>(f.recorded_peak)
                 : 0;

@@ -19,7 +19,7 @@ AllocatorSpec find_allocator(const std::string& name_or_path);
 
 struct ReplayOptions {
   double speed = 0;  // 0: as fast as possible; else 1 = recorded pace, 10 = ten times faster
-  std::string touch = "page";  // the CLI's default (main.cpp says why)
+  std::string touch = "auto";  // the CLI's default (main.cpp says why)
   int repeat = 1;
   bool progress = false;
   std::vector<std::string> env;  // NAME=VALUE set for the workers beside the caller's environment

@@ -1,4 +1,4 @@
-// Journal format v3 (reads v1 and v2), the byte level: file header, block header and the event
+// Journal format v4 (reads v1 to v3), the byte level: file header, block header and the event
 // codec. Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
 // The layout is specified in docs/journal-format.md; change both together.
 #pragma once
@@ -18,7 +18,8 @@
 namespace ak::trace {
 
 inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 3;     // what writers write (v3: kSameStackFlag)
+inline constexpr uint32_t kVersion = 4;  // what writers write (v3: kSameStackFlag; v4: RssRecord's
+                                         // nonheap_bytes)
 inline constexpr uint32_t kMinVersion = 1;  // the oldest readers read: v1 has no stack ids
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
@@ -60,15 +61,21 @@ inline constexpr uint32_t kMaxBlockRaw = 1u << 24;  // readers reject larger blo
 inline constexpr uint32_t kMaxMetaBytes = 1u << 16;
 
 // One memory sample in an RSS block, as /proc/self/statm gives it: RssAnon (resident minus
-// file-backed and shared memory), VmRSS, and the part of RssAnon that is the recorder's own
-// buffers (readers subtract it).
+// file-backed and shared memory), VmRSS, the part of RssAnon that is the recorder's own buffers
+// and (v4) the part that is not heap (nonheap.hpp); readers subtract both. v1 to v3 journals
+// hold the first four fields only (kRssRecordV3Bytes).
 struct RssRecord {
   uint64_t time;
   uint64_t anon_bytes;
   uint64_t rss_bytes;
   uint64_t recorder_bytes;
+  uint64_t nonheap_bytes;
 };
-static_assert(sizeof(RssRecord) == 32);
+static_assert(sizeof(RssRecord) == 40);
+inline constexpr size_t kRssRecordV3Bytes = 32;
+inline size_t rss_record_bytes(uint32_t version) {
+  return version >= 4 ? sizeof(RssRecord) : kRssRecordV3Bytes;
+}
 
 struct FileHeader {
   char magic[8];

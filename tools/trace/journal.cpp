@@ -8,6 +8,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "trace/nonheap.hpp"
+
 namespace ak::trace {
 
 const char* op_name(Op op) {
@@ -124,10 +126,12 @@ void JournalReader::open_header() {
 }
 
 namespace {
-// Whether `h` is a well-formed RSS block header (its payload still to be checked).
-bool plausible_rss(const BlockHeader& h) {
-  return h.thread == 0 && h.event_count > 0 && h.event_count <= kMaxBlockRaw / sizeof(RssRecord) &&
-         h.stored_len == h.raw_len && h.stored_len == h.event_count * sizeof(RssRecord);
+// Whether `h` is a well-formed RSS block header of a journal of `version` (its payload still to
+// be checked).
+bool plausible_rss(const BlockHeader& h, uint32_t version) {
+  const size_t size = rss_record_bytes(version);
+  return h.thread == 0 && h.event_count > 0 && h.event_count <= kMaxBlockRaw / size &&
+         h.stored_len == h.raw_len && h.stored_len == h.event_count * size;
 }
 // The same for stack and module blocks: raw, thread 0, every entry at least 2 bytes.
 bool plausible_table(const BlockHeader& h) {
@@ -212,7 +216,6 @@ void JournalReader::scan_ahead() {
   long start = std::ftell(f_);
   uint64_t first_tsc = 0, first_ns = 0, last_tsc = 0, last_ns = 0;
   std::vector<std::pair<uint32_t, RssRecord>> rss;  // with each block's codec
-  std::vector<RssRecord> batch;
   std::vector<uint8_t> table;
   std::vector<bool> module_ticks;  // per snapshot entry: its time is TSC ticks
   BlockHeader h;
@@ -242,11 +245,16 @@ void JournalReader::scan_ahead() {
       if (block_crc(h, pt, 16) != h.crc) continue;
       if (clock_points_++ == 0) first_tsc = pt[0], first_ns = pt[1];
       last_tsc = pt[0], last_ns = pt[1];
-    } else if (codec == kCodecRss && plausible_rss(h)) {
-      batch.resize(h.event_count);
-      if (std::fread(batch.data(), h.stored_len, 1, f_) != 1) break;
-      if (block_crc(h, batch.data(), h.stored_len) != h.crc) continue;
-      for (const RssRecord& r : batch) rss.emplace_back(h.codec, r);
+    } else if (codec == kCodecRss && plausible_rss(h, version_)) {
+      table.resize(h.stored_len);
+      if (std::fread(table.data(), h.stored_len, 1, f_) != 1) break;
+      if (block_crc(h, table.data(), h.stored_len) != h.crc) continue;
+      const size_t size = rss_record_bytes(version_);
+      for (size_t i = 0; i < h.event_count; ++i) {
+        RssRecord r{};  // v1 to v3: no nonheap_bytes (0)
+        std::memcpy(&r, table.data() + i * size, size);
+        rss.emplace_back(h.codec, r);
+      }
     } else if (std::fseek(f_, h.stored_len, SEEK_CUR) != 0) {
       break;
     }
@@ -262,10 +270,11 @@ void JournalReader::scan_ahead() {
   for (const auto& [codec, r] : rss) {
     if ((codec & kTicksFlag) && clock_points_ < 2) continue;  // no clock to place them by
     const uint64_t t = (codec & kTicksFlag) ? ticks_to_ns(r.time) : r.time;
-    rss_.push_back({t, r.anon_bytes, r.rss_bytes, r.recorder_bytes});
+    rss_.push_back({t, r.anon_bytes, r.rss_bytes, r.recorder_bytes, r.nonheap_bytes});
   }
   std::stable_sort(rss_.begin(), rss_.end(),
                    [](const RssSample& x, const RssSample& y) { return x.time_ns < y.time_ns; });
+  fill_unmeasured(rss_.size(), [&](size_t i) -> uint64_t& { return rss_[i].nonheap_bytes; });
   for (size_t i = 0; i < modules_.size(); ++i)
     if (module_ticks[i])
       modules_[i].time_ns = clock_points_ >= 2 ? ticks_to_ns(modules_[i].time_ns) : 0;
@@ -300,7 +309,7 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
         (h.codec & ~(kCodecMask | kTicksFlag)) != 0)
       throw JournalError("unknown block codec " + std::to_string(h.codec), start);
     if (codec == kCodecRss) {
-      if (!plausible_rss(h)) throw JournalError("implausible RSS block header", start);
+      if (!plausible_rss(h, version_)) throw JournalError("implausible RSS block header", start);
     } else if (is_table(codec)) {
       if (!plausible_table(h))
         throw JournalError("implausible stack or module block header", start);

@@ -35,6 +35,7 @@ struct RssSample {
   uint64_t anon_bytes = 0;      // RssAnon
   uint64_t rss_bytes = 0;       // VmRSS
   uint64_t recorder_bytes = 0;  // of anon_bytes, the recorder's own buffers
+  uint64_t nonheap_bytes = 0;   // of anon_bytes, not heap (nonheap.hpp); 0 before v4
 };
 
 // The call stacks of a v2 journal (stack blocks): return addresses, innermost first, by id.

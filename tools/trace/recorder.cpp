@@ -49,6 +49,7 @@ struct Real {
   int (*execvpe)(const char*, char* const[], char* const[]);
   void (*exit_)(int);
   void (*Exit_)(int);
+  int (*pthread_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 };
 Real g_real;
 std::atomic<int> g_real_state{0};  // 0 none, 1 resolving, 2 ready
@@ -92,6 +93,7 @@ void resolve_real() {
   resolve(g_real.execvpe, "execvpe");
   resolve(g_real.exit_, "_exit");
   resolve(g_real.Exit_, "_Exit");
+  resolve(g_real.pthread_create, "pthread_create");
   g_real_state.store(2);
 }
 
@@ -252,6 +254,7 @@ __attribute__((constructor)) void recorder_init() {
       setup_membarrier();
       setup_packer();
       pthread_key_create(&g_key, thread_exit);
+      setup_thread_stacks();
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();
       const char* depth = getenv("ALLOCKIT_RECORD_STACK");
@@ -291,6 +294,26 @@ inline void ensure_real() {
     resolve_real();
     --tl_busy;
   }
+}
+
+// A thread the program starts runs start_thread first, which registers its stack for the memory
+// samples (register_thread_stack) and calls the program's function. Its function and argument
+// wait in one of kStarts slots until then; with none free, the thread starts unregistered.
+struct Start {
+  std::atomic<uint32_t> used{0};
+  void* (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+};
+constexpr size_t kStarts = 256;
+constinit Start g_starts[kStarts]{};
+
+void* start_thread(void* p) {
+  auto* s = static_cast<Start*>(p);
+  void* (*fn)(void*) = s->fn;
+  void* arg = s->arg;
+  s->used.store(0, std::memory_order_release);
+  register_thread_stack();
+  return fn(arg);
 }
 
 inline uint32_t clamp32(uint64_t v) {
@@ -412,6 +435,24 @@ AK_EXPORT void* pvalloc(size_t n) {
   AK_RECORD_CALL(Op::kPvalloc, n, 0, g_real.pvalloc(n));
 }
 #undef AK_RECORD_CALL
+
+AK_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
+                             void* arg) {
+  ensure_real();
+  if (recording())
+    for (Start& s : g_starts) {
+      uint32_t free_slot = 0;
+      if (s.used.load(std::memory_order_relaxed) != 0 ||
+          !s.used.compare_exchange_strong(free_slot, 1))
+        continue;
+      s.fn = fn;
+      s.arg = arg;
+      const int rc = g_real.pthread_create(thread, attr, start_thread, &s);
+      if (rc != 0) s.used.store(0, std::memory_order_release);
+      return rc;
+    }
+  return g_real.pthread_create(thread, attr, fn, arg);
+}
 
 // exec replaces the image, and _exit skips destructors: write what is buffered first.
 AK_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {

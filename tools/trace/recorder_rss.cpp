@@ -1,8 +1,9 @@
 // The recorder's memory samples (recorder_log.hpp): a thread reads /proc/self/statm every
-// kRssPeriodMs and journals RssAnon and VmRSS in RSS blocks (codec.hpp), so a replay can be held
-// against the memory the program really used. Nothing here runs on an allocation path: the
-// sampler thread, the exit and exec flushes, and a crash handler (which only writes what is
-// buffered) are its only callers.
+// kRssPeriodMs and journals RssAnon and VmRSS in RSS blocks (codec.hpp), with the non-heap share
+// of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapEvery for how often), so a
+// replay can be held against the heap memory the program really used. Nothing here runs on an
+// allocation path: the sampler thread, the exit and exec flushes, and a crash handler (which only
+// writes what is buffered) are its only callers.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "trace/nonheap.hpp"
 #include "trace/recorder_log.hpp"
 
 namespace ak::trace::rec {
@@ -20,11 +22,23 @@ namespace {
 
 constexpr long kRssPeriodMs = 5;
 constexpr uint32_t kRssBatch = 200;  // samples per block: a second's worth
+// Non-heap memory is measured at every sample while it moves (a program starting up dirties its
+// data segments within milliseconds), else every 10th (50 ms; a read of /proc/self/smaps costs
+// about 0.5 ms for a program with a hundred mappings), and at the first and last; samples in
+// between hold kNonheapUnmeasured and readers fill them in (fill_unmeasured). After start-up it
+// moves with loads and threads, not with allocations.
+constexpr uint32_t kNonheapEvery = 10;
+constexpr uint64_t kNonheapMoving = 16 * 1024;  // a change this large: measure again next sample
+constexpr size_t kMaxStacks = 1024;  // thread stacks measured; more threads: theirs count as heap
 
 struct RssBuffer {
   SpinLock lock;
   uint32_t n = 0;
+  uint32_t since_nonheap = 0;
+  uint64_t nonheap = 0;  // the last measure
+  bool nonheap_moving = true;
   RssRecord samples[kRssBatch]{};
+  AddressRange stacks[kMaxStacks]{};
 };
 constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynamic initialisers run
 constinit std::atomic<uint64_t> g_recorder_bytes{0};
@@ -72,13 +86,49 @@ bool read_statm(uint64_t& anon, uint64_t& rss) {
   return true;
 }
 
-// Appends one sample of this instant. Caller holds the buffer's lock.
-void sample_locked() {
+// The stacks of the program's live threads (but the main thread's: [stack]). An entry is free
+// when lo is 0; a thread claims one by setting lo to 1, then fills it.
+struct StackSlot {
+  std::atomic<uintptr_t> lo{0}, hi{0};
+};
+constinit StackSlot g_thread_stacks[kMaxStacks]{};
+constinit thread_local StackSlot* tl_stack_slot = nullptr;
+pthread_key_t g_stack_key;  // its destructor frees the slot of an exiting thread
+
+void release_thread_stack(void* slot) {
+  auto* s = static_cast<StackSlot*>(slot);
+  s->hi.store(0, std::memory_order_relaxed);
+  s->lo.store(0, std::memory_order_release);
+  tl_stack_slot = nullptr;
+}
+
+// Non-heap bytes of this instant, with the registered thread stacks. Caller holds the buffer's
+// lock.
+uint64_t measure_nonheap_locked() {
+  size_t n = 0;
+  for (StackSlot& s : g_thread_stacks) {
+    const uintptr_t lo = s.lo.load(std::memory_order_acquire),
+                    hi = s.hi.load(std::memory_order_relaxed);
+    if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
+  }
+  return nonheap_bytes(g_rss.stacks, n);
+}
+
+// Appends one sample of this instant, measuring non-heap memory when `full` or due. Caller holds
+// the buffer's lock.
+void sample_locked(bool full) {
+  uint64_t nonheap = kNonheapUnmeasured;
+  if (full || g_rss.nonheap_moving || ++g_rss.since_nonheap >= kNonheapEvery) {
+    const uint64_t was = g_rss.nonheap;
+    g_rss.nonheap = nonheap = measure_nonheap_locked();
+    g_rss.nonheap_moving = nonheap > was + kNonheapMoving || was > nonheap + kNonheapMoving;
+    g_rss.since_nonheap = 0;
+  }
   uint64_t anon, rss;
   if (!read_statm(anon, rss)) return;
   if (g_rss.n == kRssBatch) write_rss_locked();
   g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss,
-                              g_recorder_bytes.load(std::memory_order_relaxed)};
+                              g_recorder_bytes.load(std::memory_order_relaxed), nonheap};
 }
 
 // Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
@@ -99,7 +149,7 @@ void* sampler(void*) {
     timespec ts{0, kRssPeriodMs * 1000000};
     nanosleep(&ts, nullptr);
     g_rss.lock.lock();
-    sample_locked();
+    sample_locked(false);
     g_rss.lock.unlock();
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
     // process ends as it would have.
@@ -113,6 +163,32 @@ void* sampler(void*) {
 }
 
 }  // namespace
+
+void setup_thread_stacks() {
+  pthread_key_create(&g_stack_key, release_thread_stack);
+}
+
+void register_thread_stack() {
+  Guard g;  // pthread_getattr_np allocates: those calls are not the program's
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* addr = nullptr;
+  size_t size = 0;
+  const bool known = pthread_attr_getstack(&attr, &addr, &size) == 0;
+  pthread_attr_destroy(&attr);
+  if (!known) return;
+  for (StackSlot& s : g_thread_stacks) {
+    uintptr_t free_slot = 0;
+    if (s.lo.load(std::memory_order_relaxed) != 0 || !s.lo.compare_exchange_strong(free_slot, 1))
+      continue;
+    const auto lo = reinterpret_cast<uintptr_t>(addr);
+    s.hi.store(lo + size, std::memory_order_relaxed);
+    s.lo.store(lo, std::memory_order_release);
+    tl_stack_slot = &s;
+    pthread_setspecific(g_stack_key, &s);
+    return;
+  }
+}
 
 bool rss_sampler_running() {
   return g_sampler_running.load(std::memory_order_relaxed);
@@ -135,7 +211,7 @@ void uncount_recorder_bytes(size_t bytes) {
 void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
   g_rss.lock.lock();
-  sample_locked();  // the first sample: the process before the program's first allocation
+  sample_locked(true);  // the first sample: the process before the program's first allocation
   g_rss.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -152,6 +228,10 @@ void rss_after_fork_child() {
   // The sampler did not survive the fork; the parent's samples are the parent's to write.
   g_rss.lock.unlock();
   g_rss.n = 0;
+  g_rss.since_nonheap = 0;
+  for (StackSlot& s : g_thread_stacks)  // only the forking thread lives on in the child
+    if (&s != tl_stack_slot) s.hi.store(0), s.lo.store(0);
+  g_rss.nonheap_moving = true;
   g_sampler_running.store(false);
 }
 
@@ -159,7 +239,7 @@ void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
     g_rss.lock.lock();
-    sample_locked();
+    sample_locked(true);
   } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }

@@ -92,6 +92,7 @@ RecordedMemory recorded_memory(const std::vector<RssSample>& rss) {
     m.peak_rss = std::max(m.peak_rss, r.rss_bytes);
     if (heap > m.peak_heap_anon) {
       m.peak_heap_anon = heap;
+      m.nonheap_at_peak = r.nonheap_bytes;
       m.peak_at_s = static_cast<double>(r.time_ns - rss.front().time_ns) * 1e-9;
     }
   }
@@ -120,10 +121,11 @@ std::string stats_text(const TraceStats& s) {
   add("cross-thread free %llu\n", (ull)s.cross_thread_frees);
   add("leaked at end     %llu blocks, %llu bytes\n", (ull)s.leaked_blocks, (ull)s.leaked_bytes);
   if (s.memory.samples)
-    add("recorded memory   peak RssAnon %.2f MiB above the %.2f MiB before the first call "
-        "(at %.3f s), VmRSS peak %.2f MiB; %llu samples\n",
+    add("recorded memory   peak heap RssAnon %.2f MiB above the %.2f MiB before the first call "
+        "(at %.3f s; non-heap %.2f MiB left out), VmRSS peak %.2f MiB; %llu samples\n",
         static_cast<double>(s.memory.peak_heap_anon) / 1048576.0,
         static_cast<double>(s.memory.baseline_anon) / 1048576.0, s.memory.peak_at_s,
+        static_cast<double>(s.memory.nonheap_at_peak) / 1048576.0,
         static_cast<double>(s.memory.peak_rss) / 1048576.0, (ull)s.memory.samples);
   else
     add("recorded memory   not sampled (an import, or a journal from an older recorder)\n");
@@ -188,6 +190,7 @@ std::string stats_json(const TraceStats& s) {
   kv("recorded_memory", "{\"samples\": " + n(s.memory.samples) +
                             ", \"baseline_anon_bytes\": " + n(s.memory.baseline_anon) +
                             ", \"peak_anon_bytes\": " + n(s.memory.peak_anon) +
+                            ", \"nonheap_at_peak_bytes\": " + n(s.memory.nonheap_at_peak) +
                             ", \"peak_heap_anon_bytes\": " + n(s.memory.peak_heap_anon) +
                             ", \"peak_rss_bytes\": " + n(s.memory.peak_rss) +
                             ", \"peak_at_s\": " + json_num(s.memory.peak_at_s) + "}");

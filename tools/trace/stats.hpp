@@ -15,21 +15,24 @@ struct Histogram {
 };
 
 // The recorded process's memory, from its RSS samples: the heap's share of RssAnon is each
-// sample's RssAnon less the recorder's own buffers and less the first sample's RssAnon (taken
-// before the program's first allocation: static data, the loader's and libc's own memory).
+// sample's RssAnon less the recorder's own buffers, less the program's non-heap memory (data
+// segments and stacks, nonheap.hpp; v4 journals) and less the same of the first sample (taken
+// before the program's first allocation: the loader's and libc's own memory).
 struct RecordedMemory {
   uint64_t samples = 0;
-  uint64_t baseline_anon = 0;   // RssAnon of the first sample
-  uint64_t peak_anon = 0;       // RssAnon, recorder excluded
-  uint64_t peak_heap_anon = 0;  // RssAnon above the baseline, recorder excluded
-  uint64_t peak_rss = 0;        // VmRSS
-  double peak_at_s = 0;         // when peak_heap_anon was sampled, from the first sample
+  uint64_t baseline_anon = 0;    // RssAnon of the first sample, recorder and non-heap excluded
+  uint64_t peak_anon = 0;        // RssAnon, recorder and non-heap excluded
+  uint64_t peak_heap_anon = 0;   // the same above the baseline
+  uint64_t nonheap_at_peak = 0;  // non-heap bytes left out at that peak
+  uint64_t peak_rss = 0;         // VmRSS
+  double peak_at_s = 0;          // when peak_heap_anon was sampled, from the first sample
 };
 RecordedMemory recorded_memory(const std::vector<RssSample>& rss);
 
-// A sample's RssAnon less the recorder's own buffers.
+// A sample's RssAnon less the recorder's own buffers and the program's non-heap memory.
 inline uint64_t program_anon(const RssSample& r) {
-  return r.anon_bytes - std::min(r.anon_bytes, r.recorder_bytes);
+  const uint64_t other = r.recorder_bytes + r.nonheap_bytes;
+  return r.anon_bytes - std::min(r.anon_bytes, other);
 }
 // The heap's share of sample `r`: program_anon above that of `first`, the sample taken before the
 // program's first call.

@@ -1,0 +1,157 @@
+// Non-heap anonymous memory: the part of a process's RssAnon that no allocator call made. The
+// recorder and the replay worker measure it the same way and take it out of their memory curves,
+// so a replay's heap is held against the recorded program's heap, not against its data segments
+// and stacks (replay/fidelity.hpp).
+//
+// Counted: copy-on-write pages of private file mappings (an executable's and its libraries' data,
+// relocations and lazily bound symbols), each loaded object's .bss (the unnamed anonymous mapping
+// that starts where the object's writable file mapping ends), the main thread's stack ([stack]),
+// and the resident pages of the thread stacks the caller names. Not counted, so taken for heap:
+// stacks of threads the caller does not know and anonymous mappings a program makes with mmap
+// itself (an allocator of its own).
+//
+// Header-only and heap-free (the recorder calls it inside a traced program). Cost: one read of
+// /proc/self/smaps (about 5 us per mapping) and one mincore(2) per 16 MiB of named stacks.
+#pragma once
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace ak::trace {
+
+// A memory sample's non-heap bytes when they were not measured at that sample (measures are
+// taken less often than samples: see fill_unmeasured).
+inline constexpr uint64_t kNonheapUnmeasured = UINT64_MAX;
+
+// Fills the unmeasured non-heap entries of n samples in time order (at(i): the i-th entry) with
+// the larger of the nearest measures before and after: memory that became non-heap between two
+// measures (a data segment dirtied, a stack grown) never reads as heap. 0 without any measure.
+template <class At>
+void fill_unmeasured(size_t n, At&& at) {
+  uint64_t before = kNonheapUnmeasured;
+  for (size_t i = 0; i < n;) {
+    if (at(i) != kNonheapUnmeasured) {
+      before = at(i++);
+      continue;
+    }
+    size_t j = i;
+    while (j < n && at(j) == kNonheapUnmeasured) ++j;
+    const uint64_t after = j < n ? at(j) : kNonheapUnmeasured;
+    const uint64_t fill = before == kNonheapUnmeasured  ? (after == kNonheapUnmeasured ? 0 : after)
+                          : after == kNonheapUnmeasured ? before
+                                                        : (before > after ? before : after);
+    for (; i < j; ++i) at(i) = fill;
+  }
+}
+
+struct AddressRange {
+  uintptr_t lo = 0, hi = 0;  // [lo, hi)
+};
+
+namespace nonheap_detail {
+
+// One /proc/self/smaps mapping header: "lo-hi perms offset dev inode [path]".
+struct Mapping {
+  uintptr_t lo = 0, hi = 0;
+  bool writable = false, is_private = false;
+  unsigned long long inode = 0;
+  bool named = false, main_stack = false;
+};
+
+inline bool parse_mapping(const char* line, Mapping& m) {
+  char* p = nullptr;
+  m.lo = std::strtoull(line, &p, 16);
+  if (*p != '-') return false;
+  m.hi = std::strtoull(p + 1, &p, 16);
+  if (*p != ' ' || std::strlen(p) < 6) return false;
+  m.writable = p[2] == 'w';
+  m.is_private = p[4] == 'p';
+  p += 6;
+  std::strtoull(p, &p, 16);  // offset
+  while (*p == ' ') ++p;     // device
+  while (*p && *p != ' ') ++p;
+  m.inode = std::strtoull(p, &p, 10);
+  while (*p == ' ') ++p;
+  m.named = *p != 0;
+  m.main_stack = std::strcmp(p, "[stack]") == 0;
+  return true;
+}
+
+// Tallies "Anonymous:" lines of the mappings that are not heap (see above).
+struct Tally {
+  uint64_t bytes = 0;
+  bool counting = false;            // the current mapping is not heap
+  uintptr_t writable_file_end = 0;  // where the last writable private file mapping ended
+
+  void line(const char* s) {
+    if ((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')) {
+      Mapping m;
+      if (!parse_mapping(s, m)) {
+        counting = false;
+        return;
+      }
+      const bool file = m.inode != 0;
+      const bool bss = !file && !m.named && m.is_private && m.lo == writable_file_end;
+      counting = file || bss || m.main_stack;
+      writable_file_end = file && m.writable && m.is_private ? m.hi : 0;
+      return;
+    }
+    if (counting && std::strncmp(s, "Anonymous:", 10) == 0)
+      bytes += std::strtoull(s + 10, nullptr, 10) * 1024;
+  }
+};
+
+// Resident bytes of [lo, hi) by mincore(2), page-aligned inward; 0 for pages not mapped.
+inline uint64_t resident_bytes(uintptr_t lo, uintptr_t hi) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  lo = (lo + page - 1) & ~(page - 1);
+  hi &= ~(page - 1);
+  uint64_t bytes = 0;
+  unsigned char vec[4096];
+  while (lo < hi) {
+    const uintptr_t pages = (hi - lo) / page < sizeof vec ? (hi - lo) / page : sizeof vec;
+    if (mincore(reinterpret_cast<void*>(lo), pages * page, vec) == 0)
+      for (uintptr_t i = 0; i < pages; ++i) bytes += (vec[i] & 1) ? page : 0;
+    lo += pages * page;
+  }
+  return bytes;
+}
+
+}  // namespace nonheap_detail
+
+// This instant's non-heap anonymous bytes (see above), with the resident pages of `stacks`
+// (thread stacks other than the main thread's). 0 when /proc/self/smaps cannot be read.
+inline uint64_t nonheap_bytes(const AddressRange* stacks, size_t n_stacks) {
+  int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  nonheap_detail::Tally tally;
+  char buf[16384];
+  size_t have = 0;
+  for (;;) {
+    const ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+    buf[have] = 0;
+    char* line = buf;
+    for (char* nl; (nl = std::strchr(line, '\n')) != nullptr; line = nl + 1) {
+      *nl = 0;
+      tally.line(line);
+    }
+    have = static_cast<size_t>(buf + have - line);
+    if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer: not one we count
+    std::memmove(buf, line, have);
+  }
+  close(fd);
+  uint64_t bytes = tally.bytes;
+  for (size_t i = 0; i < n_stacks; ++i)
+    if (stacks[i].hi > stacks[i].lo)
+      bytes += nonheap_detail::resident_bytes(stacks[i].lo, stacks[i].hi);
+  return bytes;
+}
+
+}  // namespace ak::trace
