@@ -236,7 +236,9 @@ def render_traces(doc):
              f"--allocators all --repeat {doc['repeat']} --touch page` (speed max; every page of a block "
              "written once, outside the timed window, so memory counts as a program would use it): one process per "
              "allocator and run; latency of every call in ns, all kinds pooled. Peak RSS is the "
-             "allocator's resident memory above the replayer's own.", ""]
+             "allocator's resident memory above the replayer's own: RssAnon less non-heap memory, the "
+             "larger of its 2 ms samples and the kernel's high-water mark (so a peak between two "
+             "samples counts).", ""]
     allocs = [r["allocator"] for r in doc["traces"][0]["results"]] if doc["traces"] else []
     lines += ["## p50 / p99 / p99.9 / worst (ns)", "", "| trace | calls | " + " | ".join(allocs) + " |",
               "|---|---:|" + "---:|" * len(allocs)]
