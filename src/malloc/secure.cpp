@@ -49,8 +49,12 @@ thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")
 
 void check_freed(const char* call, const void* p, std::size_t bytes) {
   const auto* c = static_cast<const unsigned char*>(p);
-  if (!holds_only(c, 8, kFreedByte) ||
-      !holds_only(c + 16, std::min(bytes, kFilledBytes) - 16, kFreedByte))
+  // Blocks of 128 bytes or more (constant lengths: the compiler unrolls the loads) or fewer.
+  const bool intact =
+      bytes >= kFilledBytes
+          ? holds_only(c, 8, kFreedByte) & holds_only(c + 16, kFilledBytes - 16, kFreedByte)
+          : holds_only(c, 8, kFreedByte) & holds_only(c + 16, bytes - 16, kFreedByte);
+  if (!intact)
     bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
 }
 
@@ -116,9 +120,12 @@ char* zero_region() {
 }  // namespace
 
 void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept {
-  auto* c = static_cast<char*>(p);
-  std::memset(c + request, kSlackByte,
-              std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes));
+  auto* c = static_cast<unsigned char*>(p);
+  const std::size_t room = bytes - kTrailerBytes - request;
+  if (room >= kSlackCanaryBytes)
+    fill_with(c + request, kSlackCanaryBytes, kSlackByte);  // one 16-byte store
+  else
+    fill_with(c + request, room, kSlackByte);
   const std::uint64_t trailer = (std::uint64_t(request) << 32) | trailer_check(p, request);
   std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
 }
@@ -130,16 +137,20 @@ std::size_t checked_request(const char* call, const void* p, std::size_t bytes) 
   const std::size_t request = trailer >> 32;
   if (request > bytes - kTrailerBytes || std::uint32_t(trailer) != trailer_check(p, request))
     bad_pointer(call, "heap overflow detected (the canary after the block was overwritten)", p);
-  if (!holds_only(c + request, std::min(bytes - kTrailerBytes - request, kSlackCanaryBytes),
-                  kSlackByte))
+  const std::size_t room = bytes - kTrailerBytes - request;
+  if (!(room >= kSlackCanaryBytes ? holds_only(c + request, kSlackCanaryBytes, kSlackByte)
+                                  : holds_only(c + request, room, kSlackByte)))
     bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
   return request;
 }
 
 void fill_freed(void* p, std::size_t bytes) noexcept {
-  auto* c = static_cast<char*>(p);
-  std::memset(c, kFreedByte, 8);
-  std::memset(c + 16, kFreedByte, std::min(bytes, kFilledBytes) - 16);
+  auto* c = static_cast<unsigned char*>(p);
+  fill_with(c, 8, kFreedByte);
+  if (bytes >= kFilledBytes)
+    fill_with(c + 16, kFilledBytes - 16, kFreedByte);  // a constant length: unrolled stores
+  else
+    fill_with(c + 16, bytes - 16, kFreedByte);
 }
 
 void quarantine_put(void* p, std::size_t bytes) noexcept {
@@ -151,7 +162,8 @@ void quarantine_put(void* p, std::size_t bytes) noexcept {
   }
   if (q.count == kQuarantineSlots || (q.count > 0 && q.total + bytes > kQuarantineBytes)) {
     q.rng ^= q.rng << 13, q.rng ^= q.rng >> 7, q.rng ^= q.rng << 17;  // xorshift64
-    release(take_slot(q, unsigned(q.rng % q.count)));
+    // A slot drawn as (32 random bits * count) >> 32: uniform enough, and no division.
+    release(take_slot(q, unsigned(((q.rng >> 32) * q.count) >> 32)));
     // Still over the byte bound (a big block came in): the oldest slots leave too.
     while (q.count > 0 && q.total + bytes > kQuarantineBytes) release(take_slot(q, 0));
   }

@@ -21,25 +21,46 @@ inline constexpr unsigned char kFreedByte = 0xdf;
 // A size the caller does not state (plain free): no size check.
 inline constexpr std::size_t kAnySize = ~std::size_t(0);
 
-// Whether [p, p + n) holds only `byte`. Aligned words are compared four
-// at a time with no branch inside, so the compiler keeps it to loads, XORs and ORs.
+// 16 bytes as one vector (GCC's vector extension: SSE2 loads, XORs, ORs and stores).
+using Bytes16 = std::uint64_t __attribute__((vector_size(16)));
+
+// Whether [p, p + n) holds only `byte`. 16 bytes per load, no branch inside the loop and no
+// alignment needed (unaligned vector loads): about two instructions per 8 bytes.
 inline bool holds_only(const unsigned char* p, std::size_t n, unsigned char byte) noexcept {
   const std::uint64_t word = 0x0101010101010101ull * byte;
-  for (; n > 0 && (reinterpret_cast<std::uintptr_t>(p) & 7) != 0; --n)
-    if (*p++ != byte) return false;
-  std::uint64_t diff = 0;
-  for (; n >= 32; n -= 32, p += 32) {
-    std::uint64_t w[4];
-    std::memcpy(w, p, 32);
-    diff |= (w[0] ^ word) | (w[1] ^ word) | (w[2] ^ word) | (w[3] ^ word);
+  const Bytes16 pattern = {word, word};
+  Bytes16 diff = {0, 0};
+  for (; n >= 16; n -= 16, p += 16) {
+    Bytes16 v;
+    std::memcpy(&v, p, 16);
+    diff |= v ^ pattern;
   }
-  for (; n >= 8; n -= 8, p += 8) {
+  std::uint64_t rest = diff[0] | diff[1];
+  if (n >= 8) {
     std::uint64_t w;
     std::memcpy(&w, p, 8);
-    diff |= w ^ word;
+    rest |= w ^ word;
+    n -= 8, p += 8;
   }
-  for (; n > 0; --n) diff |= *p++ ^ byte;
-  return diff == 0;
+  for (; n > 0; --n) rest |= *p++ ^ byte;
+  return rest == 0;
+}
+
+// Fills [p, p + n) with `byte`, 16 bytes per store, inline: the lengths here are at most 112
+// bytes, where a call to memset cost more than the stores. (The empty asm keeps the compiler from
+// turning the loop back into that call.)
+inline void fill_with(unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  const std::uint64_t word = 0x0101010101010101ull * byte;
+  const Bytes16 pattern = {word, word};
+  for (; n >= 16; n -= 16, p += 16) {
+    std::memcpy(p, &pattern, 16);
+    asm("" : "+r"(p));
+  }
+  if (n >= 8) {
+    std::memcpy(p, &word, 8);
+    n -= 8, p += 8;
+  }
+  for (; n > 0; --n) *p++ = byte;
 }
 
 // Writes the slack canary after `request` bytes of block `p` (`bytes` long, request <= bytes - 8)

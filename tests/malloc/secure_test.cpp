@@ -278,6 +278,44 @@ TEST_F(SecureDeath, OverflowIntoTheSlackOrTheCanary) {
       "realloc\\(\\): heap overflow detected");
 }
 
+// The fill and check every canary and freed-block fill goes through: every length up to 130 at
+// every alignment is filled exactly (nothing before or after touched) and passes, and a change
+// of any one byte inside fails.
+TEST(Secure, FillAndCheckCoverExactlyTheirBytes) {
+  using ak::detail::fill_with;
+  using ak::detail::holds_only;
+  alignas(16) unsigned char buf[192];
+  for (std::size_t align = 0; align < 16; ++align)
+    for (std::size_t n = 0; n <= 130; ++n) {
+      std::memset(buf, 0x11, sizeof buf);
+      unsigned char* p = buf + align + 8;
+      fill_with(p, n, 0xdf);
+      ASSERT_TRUE(holds_only(p, n, 0xdf)) << n << " at " << align;
+      ASSERT_EQ(p[-1], 0x11) << n << " at " << align;
+      ASSERT_EQ(p[n], 0x11) << n << " at " << align;
+      for (std::size_t i = 0; i < n; ++i) {
+        p[i] ^= 0x40;
+        ASSERT_FALSE(holds_only(p, n, 0xdf)) << "byte " << i << " of " << n << " at " << align;
+        p[i] ^= 0x40;
+      }
+    }
+}
+
+// Every small request's slack holds the canary over its first 16 bytes (or all of it, when
+// shorter), so a one-byte overflow of any request is seen (OverflowIntoTheSlackOrTheCanary).
+TEST(Secure, SlackHoldsTheCanaryAfterEveryRequest) {
+  for (std::size_t request = 1; request <= 600; ++request) {
+    auto* p = static_cast<unsigned char*>(ak_malloc(request));
+    ASSERT_NE(p, nullptr);
+    const std::size_t room = ak::detail::pool_block_size(ak::detail::slab_of(p), p) -
+                             ak::detail::kTrailerBytes - request;
+    EXPECT_TRUE(ak::detail::holds_only(p + request, std::min<std::size_t>(room, 16),
+                                       ak::detail::kSlackByte))
+        << request;
+    ak_free(p);
+  }
+}
+
 TEST_F(SecureDeath, WriteAfterFree) {
   EXPECT_DEATH(
       {

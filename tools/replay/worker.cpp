@@ -453,7 +453,7 @@ void write_file(const char* dir, const char* name, const void* data, size_t n) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: allockit-replay PLAN OUTDIR SPEED none|page|full\n");
+    std::fprintf(stderr, "usage: allockit-replay PLAN OUTDIR SPEED none|page|full|auto\n");
     return 2;
   }
   const char* dir = argv[2];
