@@ -75,7 +75,7 @@ std::size_t checked_request(const char* call, const void* p, std::size_t bytes) 
 void fill_freed(void* p, std::size_t bytes) noexcept;
 // Puts freed, filled block `p` in this thread's quarantine. A block that leaves it has its fill
 // checked (a write after free is reported) and goes back to its slab. The quarantine holds up
-// to 256 blocks and 1 MiB per thread; a block leaves it at random, so its reuse cannot be timed.
+// to 64 blocks and 1 MiB per thread; a block leaves it at random, so its reuse cannot be timed.
 // Emptied (checked, given back) at thread exit.
 void quarantine_put(void* p, std::size_t bytes) noexcept;
 // Empties this thread's quarantine (checked) when an allocation finds no memory. Returns whether

@@ -17,21 +17,35 @@ constexpr uint64_t kMiB = 1 << 20;
 char g_static[8 << 20];  // .bss: an anonymous mapping after the test binary's data
 
 TEST(NonHeap, DirtiedStaticDataCounts) {
-  const uint64_t before = nonheap_bytes(nullptr, 0);
+  const uint64_t before = nonheap_bytes(nullptr, 0, 0);
   volatile char* data = g_static;  // stores the compiler must keep
   for (size_t i = 0; i < sizeof g_static; i += 4096) data[i] = 1;
-  const uint64_t after = nonheap_bytes(nullptr, 0);
+  const uint64_t after = nonheap_bytes(nullptr, 0, 0);
   EXPECT_GE(after, before + 7 * kMiB);
 }
 
+// The allocator's own object is heap: with this test binary named as the allocator, its dirtied
+// .bss does not count.
+char g_allocator_static[4 << 20];
+
+TEST(NonHeap, TheAllocatorsOwnDataIsHeap) {
+  const unsigned long long self = object_inode(reinterpret_cast<const void*>(&g_allocator_static));
+  ASSERT_NE(self, 0u);
+  const uint64_t before = nonheap_bytes(nullptr, 0, self);
+  volatile char* data = g_allocator_static;
+  for (size_t i = 0; i < sizeof g_allocator_static; i += 4096) data[i] = 1;
+  EXPECT_LT(nonheap_bytes(nullptr, 0, self), before + 512 * 1024);
+  EXPECT_GE(nonheap_bytes(nullptr, 0, 0), before + 3 * kMiB);  // named as no allocator: counted
+}
+
 TEST(NonHeap, HeapDoesNotCount) {
-  const uint64_t before = nonheap_bytes(nullptr, 0);
+  const uint64_t before = nonheap_bytes(nullptr, 0, 0);
   std::vector<char*> blocks;
   for (int i = 0; i < 16; ++i) {  // 16 MiB, small and large blocks
     blocks.push_back(static_cast<char*>(std::malloc(i % 2 ? 2 * kMiB : 64 * 1024)));
     for (size_t off = 0; off < (i % 2 ? 2 * kMiB : 64 * 1024); off += 4096) blocks.back()[off] = 1;
   }
-  const uint64_t after = nonheap_bytes(nullptr, 0);
+  const uint64_t after = nonheap_bytes(nullptr, 0, 0);
   for (char* b : blocks) std::free(b);
   EXPECT_LT(after, before + kMiB);
 }
@@ -54,8 +68,8 @@ TEST(NonHeap, NamedThreadStacksCount) {
     while (stage.load() != 2) std::this_thread::yield();
   });
   while (stage.load() != 1) std::this_thread::yield();
-  const uint64_t without = nonheap_bytes(nullptr, 0);
-  const uint64_t with = nonheap_bytes(&stack, 1);
+  const uint64_t without = nonheap_bytes(nullptr, 0, 0);
+  const uint64_t with = nonheap_bytes(&stack, 1, 0);
   stage.store(2);
   t.join();
   EXPECT_GE(with, without + 2 * kMiB - 64 * 1024);

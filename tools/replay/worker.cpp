@@ -101,8 +101,13 @@ void start_thread(pthread_t* tid, void* (*fn)(void*), void* arg) {
   if (errno != 0) die("cannot start a thread");
 }
 
+// The allocator under test (the object that defines the malloc this process calls): its own
+// data and .bss are its metadata, so heap.
+unsigned long long g_allocator_inode = 0;
+
 uint64_t nonheap() {
-  return ak::trace::nonheap_bytes(g_stacks.ranges, g_stacks.n.load(std::memory_order_acquire));
+  return ak::trace::nonheap_bytes(g_stacks.ranges, g_stacks.n.load(std::memory_order_acquire),
+                                  g_allocator_inode);
 }
 
 // Fields of /proc/self/status in bytes (0 when missing), read without allocating.
@@ -498,6 +503,7 @@ int main(int argc, char** argv) {
   g.touch_ticks = static_cast<uint64_t*>(map_zero(nt * 8 + 8));
   auto* args = static_cast<ThreadArg*>(map_zero(nt * sizeof(ThreadArg) + 8));
   auto* tids = static_cast<pthread_t*>(map_zero(nt * sizeof(pthread_t) + 8));
+  g_allocator_inode = ak::trace::object_inode(reinterpret_cast<const void*>(&malloc));
   g_stacks.cap = nt + 1;
   g_stacks.ranges = static_cast<ak::trace::AddressRange*>(
       map_zero(g_stacks.cap * sizeof(ak::trace::AddressRange)));

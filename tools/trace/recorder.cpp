@@ -254,7 +254,7 @@ __attribute__((constructor)) void recorder_init() {
       setup_membarrier();
       setup_packer();
       pthread_key_create(&g_key, thread_exit);
-      setup_thread_stacks();
+      setup_memory_samples(reinterpret_cast<const void*>(g_real.malloc));
       pthread_atfork(nullptr, nullptr, after_fork_child);
       install_signal_handlers();
       const char* depth = getenv("ALLOCKIT_RECORD_STACK");

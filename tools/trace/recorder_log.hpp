@@ -89,10 +89,11 @@ void flush_rss(bool final_sample);
 void count_recorder_bytes(size_t bytes);
 void uncount_recorder_bytes(size_t bytes);
 uint64_t anon_bytes_now();  // RssAnon of this instant (one read of /proc/self/statm)
-// Thread stacks, the samples' non-heap share (recorder_rss.cpp): a thread the program starts
-// registers its stack as it starts (the pthread_create wrapper in recorder.cpp) and leaves the
-// register as it exits. setup_thread_stacks runs once, before the program's first thread.
-void setup_thread_stacks();
+// The samples' non-heap share (recorder_rss.cpp). setup_memory_samples runs once, before the
+// program's first thread, with a symbol of the program's allocator (whose own object counts as
+// heap); a thread the program starts registers its stack as it starts (the pthread_create
+// wrapper in recorder.cpp) and leaves the register as it exits.
+void setup_memory_samples(const void* allocator_symbol);
 void register_thread_stack();
 void flush_log(ThreadLog* log, bool may_pack);
 

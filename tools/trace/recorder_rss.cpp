@@ -93,7 +93,8 @@ struct StackSlot {
 };
 constinit StackSlot g_thread_stacks[kMaxStacks]{};
 constinit thread_local StackSlot* tl_stack_slot = nullptr;
-pthread_key_t g_stack_key;  // its destructor frees the slot of an exiting thread
+pthread_key_t g_stack_key;                 // its destructor frees the slot of an exiting thread
+unsigned long long g_allocator_inode = 0;  // the program's allocator: its own memory is heap
 
 void release_thread_stack(void* slot) {
   auto* s = static_cast<StackSlot*>(slot);
@@ -111,7 +112,7 @@ uint64_t measure_nonheap_locked() {
                     hi = s.hi.load(std::memory_order_relaxed);
     if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
   }
-  return nonheap_bytes(g_rss.stacks, n);
+  return nonheap_bytes(g_rss.stacks, n, g_allocator_inode);
 }
 
 // Appends one sample of this instant, measuring non-heap memory when `full` or due. Caller holds
@@ -164,8 +165,9 @@ void* sampler(void*) {
 
 }  // namespace
 
-void setup_thread_stacks() {
+void setup_memory_samples(const void* allocator_symbol) {
   pthread_key_create(&g_stack_key, release_thread_stack);
+  g_allocator_inode = object_inode(allocator_symbol);
 }
 
 void register_thread_stack() {
