@@ -1,7 +1,7 @@
 // allockit-replay: replays one plan against whatever malloc the process has (LD_PRELOAD picks
 // it) and writes raw samples. Its own tables (plan, slots, samples, RSS log) come from mmap and
 // are populated before the replay starts, so resident memory growth is the allocator's.
-// Usage: allockit-replay PLAN OUTDIR SPEED TOUCH   (SPEED 0 = max; TOUCH none|page|full)
+// Usage: allockit-replay PLAN OUTDIR SPEED TOUCH   (SPEED 0 = max; TOUCH none|page|full|auto)
 // A plan with routes (`allockit advise`) sends the routed blocks to pools and arenas of the
 // library ALLOCKIT_REPLAY_ROUTES names (liballockit-prefixed), one instance per thread, created
 // and destroyed outside the timed calls. ALLOCKIT_REPLAY_CHECK=1 counts allocations and frees,
