@@ -49,12 +49,8 @@ thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")
 
 void check_freed(const char* call, const void* p, std::size_t bytes) {
   const auto* c = static_cast<const unsigned char*>(p);
-  // Blocks of 128 bytes or more (constant lengths: the compiler unrolls the loads) or fewer.
-  const bool intact =
-      bytes >= kFilledBytes
-          ? holds_only(c, 8, kFreedByte) & holds_only(c + 16, kFilledBytes - 16, kFreedByte)
-          : holds_only(c, 8, kFreedByte) & holds_only(c + 16, bytes - 16, kFreedByte);
-  if (!intact)
+  if (!(holds_only(c, 8, kFreedByte) &
+        holds_first<kFilledBytes - 16>(c + 16, bytes - 16, kFreedByte)))
     bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
 }
 
@@ -121,11 +117,7 @@ char* zero_region() {
 
 void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept {
   auto* c = static_cast<unsigned char*>(p);
-  const std::size_t room = bytes - kTrailerBytes - request;
-  if (room >= kSlackCanaryBytes)
-    fill_with(c + request, kSlackCanaryBytes, kSlackByte);  // one 16-byte store
-  else
-    fill_with(c + request, room, kSlackByte);
+  fill_first<kSlackCanaryBytes>(c + request, bytes - kTrailerBytes - request, kSlackByte);
   const std::uint64_t trailer = (std::uint64_t(request) << 32) | trailer_check(p, request);
   std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
 }
@@ -137,9 +129,7 @@ std::size_t checked_request(const char* call, const void* p, std::size_t bytes) 
   const std::size_t request = trailer >> 32;
   if (request > bytes - kTrailerBytes || std::uint32_t(trailer) != trailer_check(p, request))
     bad_pointer(call, "heap overflow detected (the canary after the block was overwritten)", p);
-  const std::size_t room = bytes - kTrailerBytes - request;
-  if (!(room >= kSlackCanaryBytes ? holds_only(c + request, kSlackCanaryBytes, kSlackByte)
-                                  : holds_only(c + request, room, kSlackByte)))
+  if (!holds_first<kSlackCanaryBytes>(c + request, bytes - kTrailerBytes - request, kSlackByte))
     bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
   return request;
 }
@@ -147,10 +137,7 @@ std::size_t checked_request(const char* call, const void* p, std::size_t bytes) 
 void fill_freed(void* p, std::size_t bytes) noexcept {
   auto* c = static_cast<unsigned char*>(p);
   fill_with(c, 8, kFreedByte);
-  if (bytes >= kFilledBytes)
-    fill_with(c + 16, kFilledBytes - 16, kFreedByte);  // a constant length: unrolled stores
-  else
-    fill_with(c + 16, bytes - 16, kFreedByte);
+  fill_first<kFilledBytes - 16>(c + 16, bytes - 16, kFreedByte);
 }
 
 void quarantine_put(void* p, std::size_t bytes) noexcept {

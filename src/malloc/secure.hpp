@@ -63,6 +63,20 @@ inline void fill_with(unsigned char* p, std::size_t n, unsigned char byte) noexc
   for (; n > 0; --n) *p++ = byte;
 }
 
+// As fill_with and holds_only over the first min(n, kMax) bytes: the full length is a constant,
+// so for the common full case the compiler unrolls the stores or loads.
+template <std::size_t kMax>
+inline void fill_first(unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  if (n >= kMax)
+    fill_with(p, kMax, byte);
+  else
+    fill_with(p, n, byte);
+}
+template <std::size_t kMax>
+inline bool holds_first(const unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  return n >= kMax ? holds_only(p, kMax, byte) : holds_only(p, n, byte);
+}
+
 // Writes the slack canary after `request` bytes of block `p` (`bytes` long, request <= bytes - 8)
 // and its trailer: two stores of at most 16 bytes.
 void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept;

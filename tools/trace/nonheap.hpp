@@ -45,9 +45,8 @@ void fill_unmeasured(size_t n, At&& at) {
     size_t j = i;
     while (j < n && at(j) == kNonheapUnmeasured) ++j;
     const uint64_t after = j < n ? at(j) : kNonheapUnmeasured;
-    const uint64_t fill = before == kNonheapUnmeasured  ? (after == kNonheapUnmeasured ? 0 : after)
-                          : after == kNonheapUnmeasured ? before
-                                                        : (before > after ? before : after);
+    auto known = [](uint64_t v) { return v == kNonheapUnmeasured ? 0 : v; };
+    const uint64_t fill = known(before) > known(after) ? known(before) : known(after);
     for (; i < j; ++i) at(i) = fill;
   }
 }

@@ -49,7 +49,7 @@ struct Real {
   int (*execvpe)(const char*, char* const[], char* const[]);
   void (*exit_)(int);
   void (*Exit_)(int);
-  int (*pthread_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  CreateThread pthread_create;
 };
 Real g_real;
 std::atomic<int> g_real_state{0};  // 0 none, 1 resolving, 2 ready
@@ -296,26 +296,6 @@ inline void ensure_real() {
   }
 }
 
-// A thread the program starts runs start_thread first, which registers its stack for the memory
-// samples (register_thread_stack) and calls the program's function. Its function and argument
-// wait in one of kStarts slots until then; with none free, the thread starts unregistered.
-struct Start {
-  std::atomic<uint32_t> used{0};
-  void* (*fn)(void*) = nullptr;
-  void* arg = nullptr;
-};
-constexpr size_t kStarts = 256;
-constinit Start g_starts[kStarts]{};
-
-void* start_thread(void* p) {
-  auto* s = static_cast<Start*>(p);
-  void* (*fn)(void*) = s->fn;
-  void* arg = s->arg;
-  s->used.store(0, std::memory_order_release);
-  register_thread_stack();
-  return fn(arg);
-}
-
 inline uint32_t clamp32(uint64_t v) {
   return v > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
 }
@@ -436,21 +416,11 @@ AK_EXPORT void* pvalloc(size_t n) {
 }
 #undef AK_RECORD_CALL
 
+// A thread the program starts registers its stack for the memory samples' non-heap share.
 AK_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                              void* arg) {
   ensure_real();
-  if (recording())
-    for (Start& s : g_starts) {
-      uint32_t free_slot = 0;
-      if (s.used.load(std::memory_order_relaxed) != 0 ||
-          !s.used.compare_exchange_strong(free_slot, 1))
-        continue;
-      s.fn = fn;
-      s.arg = arg;
-      const int rc = g_real.pthread_create(thread, attr, start_thread, &s);
-      if (rc != 0) s.used.store(0, std::memory_order_release);
-      return rc;
-    }
+  if (recording()) return create_registered_thread(g_real.pthread_create, thread, attr, fn, arg);
   return g_real.pthread_create(thread, attr, fn, arg);
 }
 

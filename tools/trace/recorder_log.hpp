@@ -91,10 +91,12 @@ void uncount_recorder_bytes(size_t bytes);
 uint64_t anon_bytes_now();  // RssAnon of this instant (one read of /proc/self/statm)
 // The samples' non-heap share (recorder_rss.cpp). setup_memory_samples runs once, before the
 // program's first thread, with a symbol of the program's allocator (whose own object counts as
-// heap); a thread the program starts registers its stack as it starts (the pthread_create
-// wrapper in recorder.cpp) and leaves the register as it exits.
+// heap). create_registered_thread is the pthread_create wrapper's (recorder.cpp): the thread it
+// starts through `create` registers its stack as it starts and leaves the register as it exits.
 void setup_memory_samples(const void* allocator_symbol);
-void register_thread_stack();
+using CreateThread = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+int create_registered_thread(CreateThread create, pthread_t* thread, const pthread_attr_t* attr,
+                             void* (*fn)(void*), void* arg);
 void flush_log(ThreadLog* log, bool may_pack);
 
 // Call stacks (recorder_stacks.cpp). setup_stacks maps the tables and writes the first module

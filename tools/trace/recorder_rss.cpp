@@ -86,10 +86,13 @@ bool read_statm(uint64_t& anon, uint64_t& rss) {
   return true;
 }
 
-// The stacks of the program's live threads (but the main thread's: [stack]). An entry is free
-// when lo is 0; a thread claims one by setting lo to 1, then fills it.
+// The stacks of the program's live threads (but the main thread's: [stack]). A slot is free when
+// lo is 0; pthread_create's wrapper claims one for the thread it starts (lo 1, with the thread's
+// function and argument), and the thread fills in its stack as it starts (start_registered).
 struct StackSlot {
   std::atomic<uintptr_t> lo{0}, hi{0};
+  void* (*fn)(void*) = nullptr;
+  void* arg = nullptr;
 };
 constinit StackSlot g_thread_stacks[kMaxStacks]{};
 constinit thread_local StackSlot* tl_stack_slot = nullptr;
@@ -170,26 +173,48 @@ void setup_memory_samples(const void* allocator_symbol) {
   g_allocator_inode = object_inode(allocator_symbol);
 }
 
-void register_thread_stack() {
-  Guard g;  // pthread_getattr_np allocates: those calls are not the program's
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
-  void* addr = nullptr;
-  size_t size = 0;
-  const bool known = pthread_attr_getstack(&attr, &addr, &size) == 0;
-  pthread_attr_destroy(&attr);
-  if (!known) return;
+// A registered thread's first function: notes its stack in the slot its creator claimed, then
+// runs the program's function.
+void* start_registered(void* slot) {
+  auto* s = static_cast<StackSlot*>(slot);
+  uintptr_t lo = 0, hi = 0;
+  {
+    Guard g;  // pthread_getattr_np allocates: those calls are not the program's
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+        lo = reinterpret_cast<uintptr_t>(addr), hi = lo + size;
+      pthread_attr_destroy(&attr);
+    }
+  }
+  void* (*fn)(void*) = s->fn;
+  void* arg = s->arg;
+  if (lo > 1) {
+    s->hi.store(hi, std::memory_order_relaxed);
+    s->lo.store(lo, std::memory_order_release);
+    tl_stack_slot = s;
+    pthread_setspecific(g_stack_key, s);
+  } else {
+    release_thread_stack(s);  // its stack unknown: the slot is free again
+  }
+  return fn(arg);
+}
+
+int create_registered_thread(CreateThread create, pthread_t* thread, const pthread_attr_t* attr,
+                             void* (*fn)(void*), void* arg) {
   for (StackSlot& s : g_thread_stacks) {
     uintptr_t free_slot = 0;
     if (s.lo.load(std::memory_order_relaxed) != 0 || !s.lo.compare_exchange_strong(free_slot, 1))
       continue;
-    const auto lo = reinterpret_cast<uintptr_t>(addr);
-    s.hi.store(lo + size, std::memory_order_relaxed);
-    s.lo.store(lo, std::memory_order_release);
-    tl_stack_slot = &s;
-    pthread_setspecific(g_stack_key, &s);
-    return;
+    s.fn = fn;
+    s.arg = arg;
+    const int rc = create(thread, attr, start_registered, &s);
+    if (rc != 0) s.lo.store(0, std::memory_order_release);
+    return rc;
   }
+  return create(thread, attr, fn, arg);  // every slot taken: this thread's stack counts as heap
 }
 
 bool rss_sampler_running() {
