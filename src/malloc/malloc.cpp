@@ -195,7 +195,7 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 inline void* secure_pooled(unsigned cls, std::size_t size) {
   bool zeroed = false;  // never: the secure build carves no untouched blocks
   void* p = alloc_pooled(cls, &zeroed);
-  if (p != nullptr) arm_block(p, class_size(cls), size);
+  if (p != nullptr) arm_new(p, class_size(cls), size);
   return p;
 }
 
@@ -224,8 +224,8 @@ struct Pooled {
   Slab* slab;
   std::size_t bytes;
 };
-inline Pooled secure_pooled_block(const char* call, const void* p,
-                                  const char* if_freed = "invalid pointer (a freed block)") {
+[[gnu::always_inline]] inline Pooled secure_pooled_block(
+    const char* call, const void* p, const char* if_freed = "invalid pointer (a freed block)") {
   Slab* s = nullptr;
   if (in_pool_region(p))
     s = carved_pooled(p) ? slab_of(p) : nullptr;
@@ -269,8 +269,7 @@ inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
   const std::size_t request = checked_request(call, p, b.bytes);
   if (size != kAnySize && size != request) bad_pointer(call, "sized free with the wrong size", p);
   if (b.bytes >= kSealableMediumBytes) return free_medium(call, b.slab, p);
-  pool_tag_freed(p);
-  fill_freed(p, b.bytes);
+  fill_freed(p, b.bytes, pool_free_tag(p));
   quarantine_put(p, b.bytes);
 }
 
@@ -398,6 +397,15 @@ extern "C" {
 void* ak_malloc(size_t size) noexcept {
   if constexpr (kSecureBuild) {
     const PoolCall name("malloc()");
+    // A pooled block with room for the trailer (so never the 8-byte class), popped and armed.
+    if (size - 1 < kMaxPooledSize - kTrailerBytes) [[likely]] {
+      const unsigned cls = malloc_class(size + kTrailerBytes);
+      if (void* p = pool_pop(cls)) [[likely]] {
+        p = take_popped(p, cls);
+        arm_new(p, class_size(cls), size);
+        return p;
+      }
+    }
     return malloc_slow(size);
   }
   if (size <= kMaxPooledSize) [[likely]] {

@@ -14,27 +14,10 @@ namespace ak::detail {
 
 namespace {
 
-// The slack bytes filled and checked after a request: a linear overflow writes them first, and
-// whatever goes further reaches the trailer.
-constexpr std::size_t kSlackCanaryBytes = 16;
-// The bytes of a freed block that are filled and checked: its first two cache lines, all of a
-// block up to 128 bytes (most blocks of most programs). Filling and checking whole blocks cost
-// 2.3x the time on bench-malloc-simple (blocks up to 4 KiB) for writes deeper than that.
-constexpr std::size_t kFilledBytes = 128;
-
-// The low half of a block's trailer: its first byte (the one an overflow writes first) is
-// kSlackByte, so a one-byte overflow is caught whatever the key, unless it writes that very byte
-// (never a string's terminating zero); the other 24 bits are keyed by the process secret and the
-// block's address, so a longer overwrite cannot forge them.
-std::uint32_t trailer_check(const void* p, std::size_t request) {
-  const std::uint64_t h =
-      (addr(p) ^ (std::uint64_t(request) << 40) ^ os::process_secret()) * 0x9E3779B97F4A7C15ull;
-  return (std::uint32_t(h >> 32) & ~0xffu) | kSlackByte;
-}
-
 // ---- quarantine ---------------------------------------------------------------------------
 
-constexpr unsigned kQuarantineSlots = 64;
+constexpr unsigned kSlotBits = 6;
+constexpr unsigned kQuarantineSlots = 1u << kSlotBits;
 constexpr std::size_t kQuarantineBytes = std::size_t(1) << 20;
 
 struct Quarantine {
@@ -48,18 +31,13 @@ struct Quarantine {
 thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")]] = {};
 
 void check_freed(const char* call, const void* p, std::size_t bytes) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  if (!(holds_only(c, 8, kFreedByte) &
-        holds_first<kFilledBytes - 16>(c + 16, bytes - 16, kFreedByte)))
+  if (!holds_freed_fill(p, bytes, pool_free_tag(p)))
     bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
 }
 
-// Gives a block that left the quarantine back to its slab.
+// Gives a block that left the quarantine, checked and still tagged, back to its slab.
 void release(void* p) {
-  if (in_pool_region(p))
-    pool_free(p);
-  else
-    pool_free_in(medium_slab_of(p), p);
+  pool_free_in(in_pool_region(p) ? slab_of(p) : medium_slab_of(p), p);
 }
 
 // Removes slot `i`, returning its block after checking its fill.
@@ -117,47 +95,45 @@ char* zero_region() {
 
 void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept {
   auto* c = static_cast<unsigned char*>(p);
-  fill_first<kSlackCanaryBytes>(c + request, bytes - kTrailerBytes - request, kSlackByte);
-  const std::uint64_t trailer = (std::uint64_t(request) << 32) | trailer_check(p, request);
+  const std::size_t slack = bytes - kTrailerBytes - request;
+  fill_with(c + request, slack < 16 ? slack : 16, kSlackByte);
+  const std::uint64_t trailer = trailer_of(p, request);
   std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
 }
 
-std::size_t checked_request(const char* call, const void* p, std::size_t bytes) noexcept {
-  const auto* c = static_cast<const unsigned char*>(p);
-  std::uint64_t trailer;
-  std::memcpy(&trailer, c + bytes - kTrailerBytes, sizeof trailer);
-  const std::size_t request = trailer >> 32;
-  if (request > bytes - kTrailerBytes || std::uint32_t(trailer) != trailer_check(p, request))
-    bad_pointer(call, "heap overflow detected (the canary after the block was overwritten)", p);
-  if (!holds_first<kSlackCanaryBytes>(c + request, bytes - kTrailerBytes - request, kSlackByte))
-    bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
-  return request;
-}
-
-void fill_freed(void* p, std::size_t bytes) noexcept {
-  auto* c = static_cast<unsigned char*>(p);
-  fill_with(c, 8, kFreedByte);
-  fill_first<kFilledBytes - 16>(c + 16, bytes - 16, kFreedByte);
+void report_overflow(const char* call, const void* p, bool trailer) noexcept {
+  bad_pointer(call,
+              trailer ? "heap overflow detected (the canary after the block was overwritten)"
+                      : "heap overflow detected (a write past the requested size)",
+              p);
 }
 
 void quarantine_put(void* p, std::size_t bytes) noexcept {
   Quarantine& q = tl_quarantine;
-  if (!q.armed) {
-    q.armed = true;
-    q.rng = os::process_secret() ^ addr(&q);
-    g_quarantine_exit.arm(&q);
-  }
-  if (q.count == kQuarantineSlots || (q.count > 0 && q.total + bytes > kQuarantineBytes)) {
+  if (q.count == kQuarantineSlots) [[likely]] {
+    // Full: the new block takes a slot drawn at random, whose block leaves.
     q.rng ^= q.rng << 13, q.rng ^= q.rng >> 7, q.rng ^= q.rng << 17;  // xorshift64
-    // A slot drawn as (32 random bits * count) >> 32: uniform enough, and no division.
-    release(take_slot(q, unsigned(((q.rng >> 32) * q.count) >> 32)));
-    // Still over the byte bound (a big block came in): the oldest slots leave too.
-    while (q.count > 0 && q.total + bytes > kQuarantineBytes) release(take_slot(q, 0));
+    const unsigned i = unsigned(q.rng >> (64 - kSlotBits));
+    void* out = q.block[i];
+    check_freed("free()", out, q.bytes[i]);
+    q.total += bytes - q.bytes[i];
+    q.block[i] = p;
+    q.bytes[i] = std::uint32_t(bytes);
+    release(out);
+  } else {
+    if (!q.armed) {
+      q.armed = true;
+      q.rng = os::process_secret() ^ addr(&q);
+      g_quarantine_exit.arm(&q);
+    }
+    q.block[q.count] = p;
+    q.bytes[q.count] = std::uint32_t(bytes);
+    ++q.count;
+    q.total += bytes;
   }
-  q.block[q.count] = p;
-  q.bytes[q.count] = std::uint32_t(bytes);
-  ++q.count;
-  q.total += bytes;
+  // Over the byte bound (big blocks came in): the oldest-placed slots leave, never the new one
+  // while another is there.
+  while (q.total > kQuarantineBytes && q.count > 1) release(take_slot(q, q.block[0] == p ? 1 : 0));
 }
 
 bool quarantine_drain() noexcept {

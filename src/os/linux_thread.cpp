@@ -79,11 +79,9 @@ void sleep_ns(std::uint64_t ns) noexcept {
   }
 }
 
-std::uint64_t process_secret() noexcept {
-  static constinit std::atomic<std::uint64_t> g_secret{0};
-  std::uint64_t s = g_secret.load(std::memory_order_relaxed);
-  if (s != 0) [[likely]]
-    return s;
+constinit std::atomic<std::uint64_t> g_process_secret{0};
+
+std::uint64_t draw_process_secret() noexcept {
   // First use: the kernel's entropy; should it refuse (a seccomp filter), the clock and ASLR'd
   // addresses, which still differ per process. Racing first callers agree through the CAS.
   const int saved = errno;
@@ -92,14 +90,16 @@ std::uint64_t process_secret() noexcept {
     timespec t{};
     ::clock_gettime(CLOCK_MONOTONIC, &t);
     fresh = (std::uint64_t(t.tv_nsec) << 32) ^ std::uint64_t(t.tv_sec) ^
-            reinterpret_cast<std::uintptr_t>(&g_secret) ^ reinterpret_cast<std::uintptr_t>(&t);
+            reinterpret_cast<std::uintptr_t>(&g_process_secret) ^
+            reinterpret_cast<std::uintptr_t>(&t);
     fresh *= 0x9E3779B97F4A7C15ull;
   }
   errno = saved;
   fresh |= 1;  // never zero
   std::uint64_t expected = 0;
-  return g_secret.compare_exchange_strong(expected, fresh, std::memory_order_relaxed) ? fresh
-                                                                                      : expected;
+  return g_process_secret.compare_exchange_strong(expected, fresh, std::memory_order_relaxed)
+             ? fresh
+             : expected;
 }
 
 std::uint64_t coarse_now_ns() noexcept {

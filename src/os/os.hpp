@@ -43,8 +43,14 @@ std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
 std::uint64_t coarse_now_ns() noexcept;
 
 // A random 64-bit value drawn once per process from the kernel (getrandom), never zero and the
-// same for every caller: the key of the secure build's canaries and encoded links. Lock-free.
-std::uint64_t process_secret() noexcept;
+// same for every caller: the key of the secure build's canaries and encoded links. Lock-free;
+// after the first call, one load.
+extern constinit std::atomic<std::uint64_t> g_process_secret;
+std::uint64_t draw_process_secret() noexcept;  // the first call's slow path
+inline std::uint64_t process_secret() noexcept {
+  const std::uint64_t s = g_process_secret.load(std::memory_order_relaxed);
+  return s != 0 ? s : draw_process_secret();
+}
 
 // Starts a detached thread running `fn` with a small stack; false if the OS refuses.
 bool start_thread(void (*fn)()) noexcept;

@@ -301,6 +301,43 @@ TEST(Secure, FillAndCheckCoverExactlyTheirBytes) {
     }
 }
 
+// The checks on the malloc and free paths, over every block size a slab has (multiples of 8 from
+// 16) and every request: arm_new's window makes slack_intact pass, and a change of any byte in
+// the slack's first 16 fails it; fill_freed covers exactly the block's first 128 bytes, and
+// holds_freed_fill fails on a change of any of them, the tag included.
+TEST(Secure, BlockChecksSeeEveryByteTheyCover) {
+  using namespace ak::detail;
+  alignas(16) unsigned char buf[320];
+  for (std::size_t bytes = 16; bytes <= 256; bytes += 8) {
+    unsigned char* p = buf + 16;
+    for (std::size_t request = 0; request + kTrailerBytes <= bytes; ++request) {
+      std::memset(buf, 0x11, sizeof buf);
+      arm_new(p, bytes, request);
+      ASSERT_EQ(buf[15], 0x11) << bytes;
+      ASSERT_EQ(p[bytes], 0x11) << bytes;
+      ASSERT_TRUE(slack_intact(p, bytes, request)) << bytes << " " << request;
+      const std::size_t slack = std::min<std::size_t>(bytes - kTrailerBytes - request, 16);
+      for (std::size_t i = request; i < request + slack; ++i) {
+        p[i] ^= 0x40;
+        ASSERT_FALSE(slack_intact(p, bytes, request)) << bytes << " " << request << " " << i;
+        p[i] ^= 0x40;
+      }
+    }
+    std::memset(buf, 0x11, sizeof buf);
+    const std::uint64_t tag = pool_free_tag(p);
+    fill_freed(p, bytes, tag);
+    ASSERT_TRUE(holds_freed_fill(p, bytes, tag)) << bytes;
+    ASSERT_EQ(buf[15], 0x11) << bytes;
+    const std::size_t filled = std::min(bytes, kFilledBytes);
+    ASSERT_EQ(p[filled], 0x11) << bytes;
+    for (std::size_t i = 0; i < filled; ++i) {
+      p[i] ^= 0x40;
+      ASSERT_FALSE(holds_freed_fill(p, bytes, tag)) << bytes << " byte " << i;
+      p[i] ^= 0x40;
+    }
+  }
+}
+
 // Every small request's slack holds the canary over its first 16 bytes (or all of it, when
 // shorter), so a one-byte overflow of any request is seen (OverflowIntoTheSlackOrTheCanary).
 TEST(Secure, SlackHoldsTheCanaryAfterEveryRequest) {
