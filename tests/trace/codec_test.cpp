@@ -48,6 +48,7 @@ Event random_event(std::mt19937_64& rng, uint64_t& t) {
   if (!is_realloc(e.op) && e.op != Op::kPosixMemalign) e.c = 0;
   if (is_realloc(e.op)) e.duration_ns = static_cast<uint32_t>(rng() % 100000);
   if (e.op == Op::kRealloc) e.c = 0;
+  if (e.op == Op::kFree && rng() % 4 == 0) e.c = 1, e.b = rng() % 5000;  // resident pages (v5)
   return e;
 }
 
@@ -130,6 +131,34 @@ TEST(Codec, RepeatedStackIdsCostNoBytes) {
     const uint8_t* q = bad.data();
     EXPECT_FALSE(decode_event(q, bad.data() + bad.size(), d, got, &stack));
   }
+}
+
+// A free carries its block's resident pages only when measured (c = 1): one varint more; one
+// without costs nothing for it, and the flag on any other op is malformed.
+TEST(Codec, FreesCarryResidentPagesWhenMeasured) {
+  uint8_t plain[kMaxEventBytes], paged[kMaxEventBytes];
+  Event f;
+  f.op = Op::kFree, f.time_ns = 700, f.a = 0x555500000040;
+  CodecState s1{0, 0x555500000000}, s2{0, 0x555500000000};
+  uint8_t* plain_end = encode_event(f, s1, plain);
+  f.b = 300, f.c = 1;
+  uint8_t* paged_end = encode_event(f, s2, paged);
+  EXPECT_EQ(paged_end - paged, plain_end - plain + 2);  // 300 is two varint bytes
+  EXPECT_EQ(paged[0], uint8_t(Op::kFree) | kPagesFlag);
+  CodecState d{0, 0x555500000000};
+  const uint8_t* p = paged;
+  Event got;
+  ASSERT_TRUE(decode_event(p, paged_end, d, got));
+  EXPECT_EQ(got.b, 300u);
+  EXPECT_EQ(got.c, 1u);
+  CodecState d2{0, 0x555500000000};
+  p = plain;
+  ASSERT_TRUE(decode_event(p, plain_end, d2, got));
+  EXPECT_EQ(got.c, 0u);
+  const uint8_t bad[] = {uint8_t(uint8_t(Op::kMalloc) | kPagesFlag), 0, 16, 0, 1};
+  CodecState d3{};
+  p = bad;
+  EXPECT_FALSE(decode_event(p, bad + sizeof bad, d3, got));
 }
 
 TEST(Codec, DecoderSurvivesEveryTruncationAndBadOp) {

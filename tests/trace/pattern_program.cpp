@@ -2,7 +2,7 @@
 // allocates between two marker calls (malloc(777777) and malloc(777778)) has a size in
 // [3000, 4000), so the checker can count exactly what the program called. It writes the
 // expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
-// (memory that is not heap beside 4 MiB that is).
+// (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -121,6 +121,19 @@ int nonheap() {
   return g_static_data[4096] == 1 ? 0 : 1;
 }
 
+// Big blocks written in part: 4 MiB with its first 100 pages written and a 2 MiB calloc with 10,
+// both live for 30 ms (the recorder samples memory every 5 ms), then freed.
+int bigblocks() {
+  auto* a = static_cast<char*>(keep(malloc_(4 << 20)));
+  for (int k = 0; k < 100; ++k) a[k * 4096] = 1;
+  auto* b = static_cast<char*>(keep(calloc_(1, 2 << 20)));
+  for (int k = 0; k < 10; ++k) b[k * 4096] = 1;
+  usleep(30000);
+  free_(a);
+  free_(b);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +141,7 @@ int main(int argc, char** argv) {
   const char* mode = argc > 2 ? argv[2] : "pattern";
   if (std::strcmp(mode, "pattern") == 0) return pattern(argv[1]);
   if (std::strcmp(mode, "nonheap") == 0) return nonheap();
+  if (std::strcmp(mode, "bigblocks") == 0) return bigblocks();
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
   if (std::strcmp(mode, "crash") == 0) {
     volatile int* null = nullptr;

@@ -70,6 +70,21 @@ f = json.load(open("nhc/compare.json"))["fidelity"]
 assert f["state"] == "measured" and 0.75 < f["ratio"] < 1.33, f
 PY
 
+step "big blocks' frees carry the pages written; the replay writes as many"
+"$ak" record -o big.akj --stack 0 -- "$build/pattern_program" x bigblocks
+"$ak" stats --json big.akj > big.json
+"$ak" compare big.akj --allocators glibc --speed 1 --out bigc > big.md
+python3 - <<'PY'
+import json
+b = json.load(open("big.json"))["big_blocks"]
+# 4 MiB with 100 pages written and a 2 MiB calloc with 10 (glibc maps both fresh).
+assert b["freed_with_pages"] == 2 and b["span_pages"] == 1536, b
+assert 110 <= b["resident_pages"] <= 114, b
+# Touching every page of the 4 MiB block would read about 9x the recorded peak.
+f = json.load(open("bigc/compare.json"))["fidelity"]
+assert f["state"] == "measured" and 0.6 < f["ratio"] < 1.6, f
+PY
+
 step "a crashing program leaves a readable journal"
 set +e
 "$ak" record -o crash.akj -- "$build/pattern_program" x crash 2> crash.err

@@ -33,6 +33,24 @@ TEST(Timeline, AddressReusedAcrossThreadsGetsTwoSlots) {
   EXPECT_EQ(tl.problems.total(), 0u);
 }
 
+// A free that carries its block's resident pages (v5) gives the block's slot 1 + that count,
+// and stats sums them; a free without leaves 0 (unknown).
+TEST(Timeline, FreedBlocksKeepTheirResidentPages) {
+  Event paged = ev(Op::kFree, 20, 0x100, 25, 0);
+  paged.c = 1;
+  Trace t = two_threads({ev(Op::kMalloc, 10, 1 << 20, 0, 0x100), paged,
+                         ev(Op::kMalloc, 30, 1 << 20, 0, 0x200), ev(Op::kFree, 40, 0x200, 0, 0)},
+                        {});
+  Timeline tl = resolve(t);
+  ASSERT_EQ(tl.slots, 2u);
+  EXPECT_EQ(tl.slot_pages[0], 26u);
+  EXPECT_EQ(tl.slot_pages[1], 0u);
+  const TraceStats s = compute_stats(t, tl);
+  EXPECT_EQ(s.paged_blocks, 1u);
+  EXPECT_EQ(s.paged_span_pages, 256u);
+  EXPECT_EQ(s.paged_resident_pages, 25u);
+}
+
 TEST(Timeline, ReturnStampReadBeforeAnotherThreadsFreeIsMatchedWithIt) {
   // Thread 1's malloc returns 0x100 stamped t=30, 40 ns before thread 2's free of it (t=70): the
   // return stamp (rdtsc) ran ahead of the load that found the block. The free came first.

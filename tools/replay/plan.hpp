@@ -9,7 +9,7 @@
 
 namespace ak::replay {
 
-inline constexpr char kPlanMagic[8] = {'A', 'K', 'P', 'L', 'A', 'N', '0', '2'};
+inline constexpr char kPlanMagic[8] = {'A', 'K', 'P', 'L', 'A', 'N', '0', '3'};
 inline constexpr uint32_t kNone = UINT32_MAX;
 
 enum PlanFlags : uint8_t {
@@ -42,7 +42,9 @@ struct PlanOp {
   uint8_t kind;
   uint8_t flags;
   uint16_t route;  // 1..kMaxRoutes with kRouted
-  uint8_t pad[4];
+  // An allocation's block: 1 + its pages resident when the program freed it (Timeline's
+  // slot_pages), which `--touch auto` touches instead of all; 0: unknown.
+  uint32_t pages;
 };
 static_assert(sizeof(PlanOp) == 40);
 

@@ -18,8 +18,8 @@
 namespace ak::trace {
 
 inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 4;  // what writers write (v3: kSameStackFlag; v4: RssRecord's
-                                         // nonheap_bytes)
+inline constexpr uint32_t kVersion = 5;  // what writers write (v3: kSameStackFlag; v4: RssRecord's
+                                         // nonheap_bytes; v5: kPagesFlag)
 inline constexpr uint32_t kMinVersion = 1;  // the oldest readers read: v1 has no stack ids
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
@@ -54,6 +54,11 @@ inline constexpr uint8_t kStackFlag = 0x80;
 // Set on an event's op byte instead (v3): the event's stack id is the block's previous one, so
 // none follows. An allocation site called in a loop costs no bytes for its stack.
 inline constexpr uint8_t kSameStackFlag = 0x40;
+// Set on a free's op byte (v5): a varint follows the pointer, the block's pages that were
+// resident when it was freed (Event::b, with Event::c = 1), as the recorder measures them for
+// blocks of kPagedBlockBytes or more. What the program really wrote of its big blocks.
+inline constexpr uint8_t kPagesFlag = 0x20;
+inline constexpr uint64_t kPagedBlockBytes = 64 << 10;
 inline constexpr uint32_t kMaxStackDepth = 64;
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxModulePath = 4096;
@@ -196,14 +201,17 @@ struct CodecState {
     s.ptr = p;
   };
   const bool same_stack = stack != 0 && stack == s.stack;
-  *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (same_stack ? kSameStackFlag
-                                                            : stack    ? kStackFlag
-                                                                       : 0));
+  const bool pages = op == Op::kFree && c != 0;
+  *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (pages ? kPagesFlag : 0) |
+                                (same_stack ? kSameStackFlag
+                                 : stack    ? kStackFlag
+                                            : 0));
   out = put_varint(out, zigzag(static_cast<int64_t>(time - s.time_ns)));
   s.time_ns = time;
   switch (op) {
     case Op::kFree:
       ptr(a);
+      if (pages) out = put_varint(out, b);
       break;
     case Op::kMalloc:
     case Op::kValloc:
@@ -263,9 +271,11 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   auto num = [&](uint64_t& dst) { return get_varint(p, end, dst); };
   if (p == end) return false;
   const bool has_stack = *p & kStackFlag, same_stack = *p & kSameStackFlag;
-  const uint8_t flags = kStackFlag | kSameStackFlag;
+  const bool pages = *p & kPagesFlag;
+  const uint8_t flags = kStackFlag | kSameStackFlag | kPagesFlag;
   if ((*p & ~flags) >= kOpCount || ((has_stack || same_stack) && !stack) ||
-      (has_stack && same_stack) || (same_stack && s.stack == 0))
+      (has_stack && same_stack) || (same_stack && s.stack == 0) ||
+      (pages && (*p & ~flags) != static_cast<uint8_t>(Op::kFree)))
     return false;
   e = Event{};
   e.op = static_cast<Op>(*p++ & ~flags);
@@ -276,7 +286,8 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   bool ok = true;
   switch (e.op) {
     case Op::kFree:
-      ok = ptr(e.a);
+      ok = ptr(e.a) && (!pages || num(e.b));
+      e.c = pages;
       break;
     case Op::kMalloc:
     case Op::kValloc:

@@ -10,7 +10,7 @@ enum class Op : uint8_t {
   kMalloc = 0,         // a = size
   kCalloc = 1,         // a = count, b = size
   kRealloc = 2,        // a = old pointer, b = size; duration = call time
-  kFree = 3,           // a = pointer (0 for free(NULL))
+  kFree = 3,           // a = pointer (0 for free(NULL)); c = 1: b = pages resident at free
   kPosixMemalign = 4,  // a = alignment, b = size, c = return code
   kAlignedAlloc = 5,   // a = alignment, b = size
   kMemalign = 6,       // a = alignment, b = size

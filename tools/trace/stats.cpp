@@ -67,6 +67,11 @@ TraceStats compute_stats(const Trace& trace, const Timeline& tl) {
       ++s.lifetimes.counts.back();
       continue;
     }
+    if (i < tl.slot_pages.size() && tl.slot_pages[i] != 0) {
+      ++s.paged_blocks;
+      s.paged_span_pages += (tl.slot_bytes[i] + 4095) / 4096;
+      s.paged_resident_pages += tl.slot_pages[i] - 1;
+    }
     uint64_t life = tl.slot_died_ns[i] - tl.slot_born_ns[i];
     size_t bucket = 0;
     for (uint64_t limit = 100; bucket < 9 && life >= limit; limit *= 10) ++bucket;
@@ -120,6 +125,11 @@ std::string stats_text(const TraceStats& s) {
       (ull)s.peak_live_count);
   add("cross-thread free %llu\n", (ull)s.cross_thread_frees);
   add("leaked at end     %llu blocks, %llu bytes\n", (ull)s.leaked_blocks, (ull)s.leaked_bytes);
+  if (s.paged_blocks)
+    add("big blocks        %llu freed (64 KiB or more): %llu of the %llu pages they span were "
+        "resident (%.0f%%)\n",
+        (ull)s.paged_blocks, (ull)s.paged_resident_pages, (ull)s.paged_span_pages,
+        100.0 * double(s.paged_resident_pages) / double(std::max<uint64_t>(s.paged_span_pages, 1)));
   if (s.memory.samples)
     add("recorded memory   peak heap RssAnon %.2f MiB above the %.2f MiB before the first call "
         "(at %.3f s; non-heap %.2f MiB left out), VmRSS peak %.2f MiB; %llu samples\n",
@@ -182,6 +192,9 @@ std::string stats_json(const TraceStats& s) {
   kv("cross_thread_frees", n(s.cross_thread_frees));
   kv("leaked_blocks", n(s.leaked_blocks));
   kv("leaked_bytes", n(s.leaked_bytes));
+  kv("big_blocks", "{\"freed_with_pages\": " + n(s.paged_blocks) +
+                       ", \"span_pages\": " + n(s.paged_span_pages) +
+                       ", \"resident_pages\": " + n(s.paged_resident_pages) + "}");
   kv("duration_s", json_num(s.duration_s));
   kv("problems", "{\"unknown_frees\": " + n(s.problems.unknown_frees) +
                      ", \"unknown_reallocs\": " + n(s.problems.unknown_reallocs) +

@@ -54,6 +54,9 @@ struct TraceStats {
   uint32_t threads = 0;
   uint64_t cross_thread_frees = 0;
   uint64_t leaked_blocks = 0, leaked_bytes = 0;  // live when the journal ends
+  // Big blocks whose free carried their resident pages (v5): how many, the pages their requests
+  // span, and those resident when freed (what the program wrote of them).
+  uint64_t paged_blocks = 0, paged_span_pages = 0, paged_resident_pages = 0;
   double duration_s = 0;
   Problems problems;
   int64_t truncated_at = -1;

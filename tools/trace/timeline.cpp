@@ -125,6 +125,8 @@ Timeline resolve(const Trace& trace) {
     }
     Resolved& r = tl.per_thread[k.thread][k.index];
     r.old_slot = it->second;
+    if (e.op == Op::kFree && e.c != 0)
+      tl.slot_pages[r.old_slot] = uint32_t(std::min<uint64_t>(e.b, UINT32_MAX - 1) + 1);
     release_slot(r.old_slot, k.thread, k.time);
     live.erase(it);
   };
@@ -174,6 +176,7 @@ Timeline resolve(const Trace& trace) {
     tl.slot_born_ns.push_back(k.time);
     tl.slot_died_ns.push_back(UINT64_MAX);
     tl.slot_thread.push_back(k.thread);
+    tl.slot_pages.push_back(0);
     live_bytes += tl.slot_bytes.back();
     ++live_count;
     if (live_bytes > tl.peak_live_bytes) {

@@ -54,6 +54,9 @@ struct Timeline {
   std::vector<uint64_t> slot_born_ns;  // when allocated
   std::vector<uint64_t> slot_died_ns;  // when released; UINT64_MAX if never
   std::vector<uint32_t> slot_thread;   // index into Trace::threads of the allocating thread
+  // 1 + the block's pages resident when it was freed, as recorded (v5 journals: blocks of
+  // kPagedBlockBytes or more); 0 when unknown.
+  std::vector<uint32_t> slot_pages;
   Problems problems;
   uint64_t cross_thread_frees = 0;
   uint64_t peak_live_bytes = 0, peak_live_count = 0;
