@@ -131,8 +131,8 @@ void quarantine_put(void* p, std::size_t bytes) noexcept {
     ++q.count;
     q.total += bytes;
   }
-  // Over the byte bound (big blocks came in): the oldest-placed slots leave, never the new one
-  // while another is there.
+  // Over the byte bound (big blocks came in): slot 0's block leaves (slot 1's while slot 0 holds
+  // the new one), until the bound holds or only the new block is left.
   while (q.total > kQuarantineBytes && q.count > 1) release(take_slot(q, q.block[0] == p ? 1 : 0));
 }
 
