@@ -97,8 +97,7 @@ void arm_block(void* p, std::size_t bytes, std::size_t request) noexcept {
   auto* c = static_cast<unsigned char*>(p);
   const std::size_t slack = bytes - kTrailerBytes - request;
   fill_with(c + request, slack < 16 ? slack : 16, kSlackByte);
-  const std::uint64_t trailer = trailer_of(p, request);
-  std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
+  put_trailer(p, bytes, request);
 }
 
 void report_overflow(const char* call, const void* p, bool trailer) noexcept {

@@ -28,45 +28,6 @@ inline constexpr std::size_t kAnySize = ~std::size_t(0);
 // 16 bytes as one vector (GCC's vector extension: SSE2 loads, XORs, ORs and stores).
 using Bytes16 = std::uint64_t __attribute__((vector_size(16)));
 
-// Whether [p, p + n) holds only `byte`. 16 bytes per load, no branch inside the loop and no
-// alignment needed (unaligned vector loads): about two instructions per 8 bytes.
-inline bool holds_only(const unsigned char* p, std::size_t n, unsigned char byte) noexcept {
-  const std::uint64_t word = 0x0101010101010101ull * byte;
-  const Bytes16 pattern = {word, word};
-  Bytes16 diff = {0, 0};
-  for (; n >= 16; n -= 16, p += 16) {
-    Bytes16 v;
-    std::memcpy(&v, p, 16);
-    diff |= v ^ pattern;
-  }
-  std::uint64_t rest = diff[0] | diff[1];
-  if (n >= 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    rest |= w ^ word;
-    n -= 8, p += 8;
-  }
-  for (; n > 0; --n) rest |= *p++ ^ byte;
-  return rest == 0;
-}
-
-// Fills [p, p + n) with `byte`, 16 bytes per store, inline: the lengths here are at most 112
-// bytes, where a call to memset cost more than the stores. (The empty asm keeps the compiler from
-// turning the loop back into that call.)
-inline void fill_with(unsigned char* p, std::size_t n, unsigned char byte) noexcept {
-  const std::uint64_t word = 0x0101010101010101ull * byte;
-  const Bytes16 pattern = {word, word};
-  for (; n >= 16; n -= 16, p += 16) {
-    std::memcpy(p, &pattern, 16);
-    asm("" : "+r"(p));
-  }
-  if (n >= 8) {
-    std::memcpy(p, &word, 8);
-    n -= 8, p += 8;
-  }
-  for (; n > 0; --n) *p++ = byte;
-}
-
 inline Bytes16 splat(unsigned char byte) noexcept {
   const std::uint64_t word = 0x0101010101010101ull * byte;
   return Bytes16{word, word};
@@ -78,6 +39,39 @@ inline Bytes16 load16(const unsigned char* p) noexcept {
 }
 inline void store16(unsigned char* p, Bytes16 v) noexcept {
   std::memcpy(p, &v, 16);
+}
+
+// Whether [p, p + n) holds only `byte`. 16 bytes per load, no branch inside the loop and no
+// alignment needed (unaligned vector loads): about two instructions per 8 bytes.
+inline bool holds_only(const unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  const Bytes16 pattern = splat(byte);
+  Bytes16 diff = {0, 0};
+  for (; n >= 16; n -= 16, p += 16) diff |= load16(p) ^ pattern;
+  std::uint64_t rest = diff[0] | diff[1];
+  if (n >= 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    rest |= w ^ pattern[0];
+    n -= 8, p += 8;
+  }
+  for (; n > 0; --n) rest |= *p++ ^ byte;
+  return rest == 0;
+}
+
+// Fills [p, p + n) with `byte`, 16 bytes per store, inline: the lengths here are short (a
+// realloc's slack, at most 16 bytes), where a call to memset costs more than the stores. (The
+// empty asm keeps the compiler from turning the loop back into that call.)
+inline void fill_with(unsigned char* p, std::size_t n, unsigned char byte) noexcept {
+  const Bytes16 pattern = splat(byte);
+  for (; n >= 16; n -= 16, p += 16) {
+    store16(p, pattern);
+    asm("" : "+r"(p));
+  }
+  if (n >= 8) {
+    std::memcpy(p, &pattern[0], 8);
+    n -= 8, p += 8;
+  }
+  for (; n > 0; --n) *p++ = byte;
 }
 
 // ---- trailer and slack ----------------------------------------------------------------------
@@ -92,8 +86,10 @@ inline std::uint32_t trailer_check(const void* p, std::size_t request) noexcept 
                           0x9E3779B97F4A7C15ull;
   return (std::uint32_t(h >> 32) & ~0xffu) | kSlackByte;
 }
-inline std::uint64_t trailer_of(const void* p, std::size_t request) noexcept {
-  return (std::uint64_t(request) << 32) | trailer_check(p, request);
+// Writes block `p`'s trailer (its last 8 bytes) for a request of `request` bytes.
+inline void put_trailer(void* p, std::size_t bytes, std::size_t request) noexcept {
+  const std::uint64_t trailer = (std::uint64_t(request) << 32) | trailer_check(p, request);
+  std::memcpy(static_cast<unsigned char*>(p) + bytes - kTrailerBytes, &trailer, sizeof trailer);
 }
 
 // The 16 bytes of a block (`bytes` long) that hold the first 16 bytes of the slack after
@@ -115,10 +111,8 @@ inline SlackWindow slack_window(std::size_t bytes, std::size_t request) noexcept
 // (request <= bytes - 8): the slack window filled with kSlackByte and the trailer, two stores.
 // The window may cover bytes before the request; they are the caller's to write.
 inline void arm_new(void* p, std::size_t bytes, std::size_t request) noexcept {
-  auto* c = static_cast<unsigned char*>(p);
-  store16(c + slack_window(bytes, request).at, splat(kSlackByte));
-  const std::uint64_t trailer = trailer_of(p, request);
-  std::memcpy(c + bytes - kTrailerBytes, &trailer, sizeof trailer);
+  store16(static_cast<unsigned char*>(p) + slack_window(bytes, request).at, splat(kSlackByte));
+  put_trailer(p, bytes, request);
 }
 
 // As arm_new for a block whose bytes before `request` hold data (realloc in place): the slack is

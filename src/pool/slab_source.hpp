@@ -67,9 +67,11 @@ inline Slab* slab_of_any(const void* p) noexcept {
 // Whether `p` is a block some pooled slab (small or medium) handed out: at a block boundary
 // before its slab's carve point; any address in the starter slab passes (its map decides).
 inline bool pool_is_handed_out_block(const void* p) noexcept {
-  if (!in_pool_region(p) && !in_medium_region(p)) return false;
-  const Slab* s = slab_of_any(p);
-  return s->starter || pool_is_carved_block(s, p);
+  // Each region bit read once, the small region's first (most blocks are there).
+  const Slab* s = in_pool_region(p)     ? slab_of(p)
+                  : in_medium_region(p) ? medium_slab_of(p)
+                                        : nullptr;
+  return s != nullptr && (pool_is_carved_block(s, p) || s->starter);
 }
 
 struct SlabSourceStats {

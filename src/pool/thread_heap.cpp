@@ -770,13 +770,7 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
 
 #if AK_SECURE
 PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept {
-  if (decoded == nullptr) return decoded;
-  // pool_is_handed_out_block, with each region bit read once: the small region first, where
-  // most blocks are.
-  const Slab* s = in_pool_region(decoded)     ? slab_of(decoded)
-                  : in_medium_region(decoded) ? medium_slab_of(decoded)
-                                              : nullptr;
-  if (s == nullptr || !(pool_is_carved_block(s, decoded) || s->starter)) [[unlikely]]
+  if (decoded != nullptr && !pool_is_handed_out_block(decoded)) [[unlikely]]
     fail_link("free-list link overwritten", block, decoded);
   return decoded;
 }

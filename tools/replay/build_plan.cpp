@@ -80,7 +80,7 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
         continue;
       }
       op.flags = wait_flag(r.old_slot, t);
-      if (r.slot != kNone && r.slot < tl.slot_pages.size()) op.pages = tl.slot_pages[r.slot];
+      if (r.slot != kNone) op.pages = tl.slot_pages[r.slot];
       const uint16_t route = route_op(op, routing, apply);
       if (op_routes) op_routes->push_back(route);
       ops.push_back(op);

@@ -177,21 +177,15 @@ struct alignas(64) ThreadArg {
   uint64_t first_ns, last_ns;  // recorded times of its first and last op
 };
 
-inline void touch(void* p, uint64_t n) {
+// Writes block `p` (`n` bytes) as --touch says: every byte (full), or one byte in each of its
+// first `pages` pages, counted from the page holding its start (page and auto: all of them, or
+// as many as the journal says were resident when the program freed the block).
+inline void touch(void* p, uint64_t n, uint64_t pages) {
   if (!p || n == 0) return;
-  auto* c = static_cast<volatile char*>(p);
   if (g.touch == 2) {
     std::memset(p, 0x5a, n);
-  } else {
-    for (uint64_t off = 0; off < n; off += 4096) c[off] = 1;
-    c[n - 1] = 1;
+    return;
   }
-}
-
-// `auto` for a block whose resident pages the journal has: the first `pages` of its pages
-// (counted from the page holding its start, as the recorder counted them) get one write each.
-inline void touch_pages(void* p, uint64_t n, uint64_t pages) {
-  if (!p || n == 0) return;
   auto* c = static_cast<volatile char*>(p);
   const uint64_t head = reinterpret_cast<uintptr_t>(p) & 4095;
   for (uint64_t k = 0; k < pages; ++k) {
@@ -231,13 +225,10 @@ template <bool kTouch>
     // `auto` leaves calloc'd blocks as the allocator left them: their pages are zero already,
     // and a program that callocs a table often writes few of them (on `git log`, touching them
     // read 1.15x the recorded heap; leaving them, 1.06x).
-    if (kTouch && p && g.touch == 3 && op.pages != 0) {
+    const bool recorded = g.touch == 3 && op.pages != 0;  // the journal has its pages
+    if (kTouch && p && (recorded || !(g.touch == 3 && Op(op.kind) == Op::kCalloc))) {
       uint64_t a = tsc_begin();
-      touch_pages(p, op_bytes(op), op.pages - 1);
-      touch_ticks += tsc_end() - a;
-    } else if (kTouch && p && !(g.touch == 3 && Op(op.kind) == Op::kCalloc)) {
-      uint64_t a = tsc_begin();
-      touch(p, op_bytes(op));
+      touch(p, op_bytes(op), recorded ? op.pages - 1 : UINT64_MAX);
       touch_ticks += tsc_end() - a;
     }
     g.slots[op.slot].store(p ? reinterpret_cast<uintptr_t>(p) : 1, std::memory_order_release);

@@ -67,7 +67,7 @@ TraceStats compute_stats(const Trace& trace, const Timeline& tl) {
       ++s.lifetimes.counts.back();
       continue;
     }
-    if (i < tl.slot_pages.size() && tl.slot_pages[i] != 0) {
+    if (tl.slot_pages[i] != 0) {
       ++s.paged_blocks;
       s.paged_span_pages += (tl.slot_bytes[i] + 4095) / 4096;
       s.paged_resident_pages += tl.slot_pages[i] - 1;
