@@ -173,8 +173,10 @@ inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it i
 // All zero when new: a static heap needs no relocation and stays in .bss until written.
 struct alignas(64) Heap {
   Bin bins[kHeapClasses];
-  Slab* current[kHeapClasses] = {};               // per class: the slab refills come from, or null
-  std::uint8_t bin_overflows[kHeapClasses] = {};  // per class: overflows since it last ran empty
+  Slab* current[kHeapClasses] = {};  // per class: the slab refills come from, or null
+  // Per class: 1 + overflows since it last ran empty, saturating (0: ran empty since it last
+  // overflowed).
+  std::uint8_t bin_overflows[kHeapClasses] = {};
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
   Slab* avail[kHeapClasses] = {};  // per class: other slabs with free or carvable blocks
