@@ -34,6 +34,9 @@ std::uintptr_t g_link_key = 0;  // set by acquire_heap: no block is linked befor
 namespace {
 
 constexpr std::size_t kCarvePage = 4096;  // blocks are carved lazily, one page's worth at a time
+// ... but at least this many when they are larger: carving a 4 KiB class a page at a time took a
+// slow-path call per block (a fifth of bench-malloc-simple's 4 KiB mallocs went slow).
+constexpr std::size_t kMinCarveBlocks = 16;
 
 AK_EARLY_DATA constinit os::Lock g_heaps_lock;
 AK_EARLY_DATA Heap* g_abandoned = nullptr;
@@ -252,7 +255,7 @@ void carve(Slab* s, PoolBlock*& list, std::size_t most) {
   char* const from = s->carve.load(std::memory_order_relaxed);
   const std::size_t n_fit = std::size_t(s->end - from) / s->block_size;
   const std::size_t page_left = kCarvePage - (addr(from) & (kCarvePage - 1));
-  std::size_t n = (page_left + s->block_size - 1) / s->block_size;
+  std::size_t n = std::max((page_left + s->block_size - 1) / s->block_size, kMinCarveBlocks);
   if (n > n_fit) n = n_fit;
   if (n > most) n = most;
 #if AK_SECURE
@@ -282,7 +285,7 @@ PoolBlock*& own_list(Slab* s) {
 
 // Moves free blocks of slab `s` onto the empty bin `bin`: all its blocks home if the bin can hold
 // them, else up to `want` (its own list first, then newly carved ones); returns how many. Carving
-// stops at the carve point's page, so a refill touches at most one new page.
+// stops at the carve point's page or after kMinCarveBlocks blocks, whichever is further.
 std::uint32_t refill_from(Slab* s, Bin& bin, std::uint32_t want) {
   // Blocks home: every carved one not counted in `used`. All of them move when the bin can hold
   // them, in one splice.
