@@ -326,6 +326,7 @@ std::size_t usable_or_die(const char* call, const void* p) {
 }
 
 void free_any(const char* call, void* p) {
+  if (p == nullptr) return;
   if (in_pool_region(p)) [[likely]] {
     // What the fast free skipped (block boundaries), then the freed-block tag (double free).
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
@@ -417,16 +418,17 @@ void* ak_malloc(size_t size) noexcept {
 }
 
 // The fast path of free: a well-formed pointer into a pool slab, not freed twice. Everything
-// else (large blocks, bad pointers, which free_any reports) goes out of line, so this path needs
-// no stack frame. Null returns first: its region lookup would read a page of the region map no
-// other pointer uses, a page fault in every process that frees null.
+// else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
+// needs no stack frame. Null's region lookup reads a page of the region map no other pointer
+// uses: one page fault (a read: the zero page) in a process that frees null, for two
+// instructions less in every free.
 void ak_free(void* p) noexcept {
-  if (p == nullptr) return;
   if constexpr (kSecureBuild) {
+    if (p == nullptr) return;
     const PoolCall name("free()");
     return secure_free("free()", p);
   }
-  if (in_pool_region(p) && pool_is_below_carve(slab_of(p), p) && pool_try_free(slab_of(p), p))
+  if (in_pool_region(p) && pool_may_fast_free(slab_of(p), p) && pool_try_free(slab_of(p), p))
       [[likely]]
     return;
   free_any("free()", p);

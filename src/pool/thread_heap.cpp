@@ -211,6 +211,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   s->block_size = std::uint32_t(block);
   s->capacity = std::uint32_t(capacity);
   s->data = data;
+  if (s->bin_class != kNoBin) s->fast_from = data;
   s->carve.store(data, std::memory_order_relaxed);
   s->end = data + capacity * block;
   // The secure build carves a page at a time in a random order (carve), never block by block;

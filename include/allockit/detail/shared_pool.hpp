@@ -130,6 +130,9 @@ struct alignas(64) Slab {
   // fresh block); any freeing thread reads it (relaxed: a block handed out was carved before, so
   // its thread sees at least that much).
   std::atomic<char*> carve;
+  // Where the fast free's range starts: `data`, or past every address for a slab without a bin
+  // (kNoBin), so its frees fail the range test and the fast path needs no bin_class test.
+  char* fast_from = reinterpret_cast<char*>(~std::uintptr_t(0));
   // Owner line: written by the owner thread only.
   alignas(64) PoolBlock* free;  // free blocks home in this slab (not in any bin)
   std::uint32_t used;           // carved blocks not on `free` (see the invariants above)
@@ -217,13 +220,14 @@ struct BlockMagic {
 };
 inline constexpr BlockMagic kBlockMagic;
 
-// Whether `p` can be a block of slab `s` that was ever handed out, as far as the fast free checks:
-// 8-aligned, at or past the first block and before the carve point. Two loads of the slab's
-// read-mostly line, two compares. (The block-boundary test below, one multiply more, cost
-// xmalloc 6%, with the carve point or without it: it is left to the slow paths.)
-inline bool pool_is_below_carve(const Slab* s, const void* p) noexcept {
+// Whether the fast free may take `p` for a block of slab `s` that was ever handed out: 8-aligned,
+// at or past the first block and before the carve point, in a slab with a bin (fast_from). Two
+// loads of the slab's read-mostly line, two compares. (The block-boundary test below, one
+// multiply more, cost xmalloc 6%, with the carve point or without it: it is left to the slow
+// paths.)
+inline bool pool_may_fast_free(const Slab* s, const void* p) noexcept {
   const auto c = static_cast<const char*>(p);
-  return (reinterpret_cast<std::uintptr_t>(c) & 7) == 0 && c >= s->data &&
+  return (reinterpret_cast<std::uintptr_t>(c) & 7) == 0 && c >= s->fast_from &&
          c < s->carve.load(std::memory_order_relaxed);
 }
 
@@ -318,15 +322,15 @@ inline void bin_push(Bin& bin, void* p) noexcept {
   ++bin.count;
 }
 
-// liballockit's free: pushes block `p` of small slab `s` onto this thread's bin, tagged, and
-// returns true; returns false, changing nothing, for whatever the fast path leaves (as
-// pool_free_in) and for `p` the bin's newest block, a block freed twice in a row. No load of the
+// liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto this
+// thread's bin, tagged, and returns true; returns false, changing nothing, for a full bin or a
+// thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block freed twice
+// in a row. No load of the
 // block: a double free further down the bin is found when the block leaves it (pool_free_tag).
 // (Reading the tag here cost xmalloc 16%, larson 10%: the block's line is often cold or on
 // another core, and a load, unlike a store, holds up everything after it.)
 inline bool pool_try_free(Slab* s, void* p) noexcept {
-  const unsigned cls = s->bin_class;
-  if (cls == kNoBin) return false;
+  const unsigned cls = s->bin_class;  // not kNoBin: pool_may_fast_free passed
   Bin& bin = tl_heap->bins[cls];
   if (bin.count >= bin.limit || bin.free == p) return false;
   if (class_has_tag(cls)) pool_tag_freed(p);
