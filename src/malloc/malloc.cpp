@@ -24,17 +24,19 @@ namespace {
 constexpr std::size_t kMallocAlign = 16;
 constexpr std::size_t kMallocRequest = 8;
 
+// malloc's class of each size up to kMaxPooledSize, indexed in 8-byte steps so sizes up to 8
+// (class 0, 8-aligned) need no branch of their own: 2 KiB, two instructions less per malloc.
 struct MallocClasses {
-  unsigned char of[kMaxPooledSize / 16 + 1];  // index: (size + 15) / 16, for sizes > 8
+  unsigned char of[kMaxPooledSize / 8 + 1];  // index: (size + 7) / 8
   constexpr MallocClasses() : of{} {
-    for (std::size_t i = 1; i <= kMaxPooledSize / 16; ++i)
-      of[i] = (unsigned char)class_for(i * 16, 16);
+    for (std::size_t i = 2; i <= kMaxPooledSize / 8; ++i)
+      of[i] = (unsigned char)class_for((i * 8 + 15) / 16 * 16, 16);
   }
 };
 AK_FORK_KEPT_CONST constexpr MallocClasses kClasses;
 
 inline unsigned malloc_class(std::size_t size) {
-  return size <= 8 ? 0 : kClasses.of[(size + 15) >> 4];
+  return kClasses.of[(size + 7) >> 3];
 }
 
 // A free block of 16 bytes or more carries the pools' freed-block tag (pool_free_tag) in its
