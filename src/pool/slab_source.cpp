@@ -12,7 +12,7 @@
 namespace ak::detail {
 
 // Zero-initialised: only the pages of the slots in use are ever touched.
-AK_LARGE_ZEROED std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64 * 2];
+AK_LARGE_ZEROED std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 
 namespace {
 
@@ -77,8 +77,7 @@ bool Supply::add_region() {
   // No MADV_HUGEPAGE: with THP defrag set to "madvise" (Debian's default) every fault in a hinted
   // region may compact memory synchronously, which made a cold 10M-node list fill 4x slower.
   const std::size_t slot = addr(r) >> kRegionShift;
-  region_word(slot, region_kind)
-      .fetch_or(std::uint64_t(1) << (slot % 64), std::memory_order_release);
+  g_region_kinds[slot].store(std::uint8_t(region_kind + 1), std::memory_order_release);
   region_at(g_region_count++) = r;
   carve = r;
   carve_end = r + kRegionSize;

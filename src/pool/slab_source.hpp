@@ -32,21 +32,23 @@ void slab_release(Slab* header) noexcept;
 // starts its purger there). Set once, before any thread exists.
 void slab_source_on_cache(void (*hook)(std::size_t bytes)) noexcept;
 inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
-// The region map: per 64 regions, one word of bits per kind (kSmallRegions, kMediumRegions), side
-// by side, so both lookups of one pointer read one cache line, and a process touches one page of
-// the map rather than one per kind.
+// The region map: one byte per 16 MiB region of the 47-bit address space, 0 or its kind + 1
+// (kSmallRegions, kMediumRegions): 8 MiB of zero-fill address space, of which a process touches
+// a page or two (one per 64 GiB of addresses it asks about). A byte, not a bit per kind: a lookup
+// is a shift, a bound check and a compare with memory, four instructions less per free than the
+// bitmap it replaced.
 inline constexpr unsigned kSmallRegions = 0, kMediumRegions = 1;
-extern std::atomic<std::uint64_t> g_region_bits[kRegionSlots / 64 * 2];
+extern std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 
-// The word of g_region_bits holding region `slot`'s bit of kind `kind`.
-inline std::atomic<std::uint64_t>& region_word(std::size_t slot, unsigned kind) noexcept {
-  return g_region_bits[slot / 64 * 2 + kind];
+// Region `slot`'s entry: 0, or its kind + 1.
+inline unsigned region_entry(const void* p) noexcept {
+  const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
+  if (slot >= kRegionSlots) return 0;
+  return g_region_kinds[slot].load(std::memory_order_acquire);
 }
 
 inline bool region_bit(unsigned kind, const void* p) noexcept {
-  const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
-  if (slot >= kRegionSlots) return false;
-  return (region_word(slot, kind).load(std::memory_order_acquire) >> (slot % 64)) & 1;
+  return region_entry(p) == kind + 1;
 }
 
 // Returns: whether `p` lies in a region of small slabs. Lock-free: one shift, one load.
@@ -67,10 +69,10 @@ inline Slab* slab_of_any(const void* p) noexcept {
 // Whether `p` is a block some pooled slab (small or medium) handed out: at a block boundary
 // before its slab's carve point; any address in the starter slab passes (its map decides).
 inline bool pool_is_handed_out_block(const void* p) noexcept {
-  // Each region bit read once, the small region's first (most blocks are there).
-  const Slab* s = in_pool_region(p)     ? slab_of(p)
-                  : in_medium_region(p) ? medium_slab_of(p)
-                                        : nullptr;
+  const unsigned entry = region_entry(p);  // read once
+  const Slab* s = entry == kSmallRegions + 1    ? slab_of(p)
+                  : entry == kMediumRegions + 1 ? medium_slab_of(p)
+                                                : nullptr;
   return s != nullptr && (pool_is_carved_block(s, p) || s->starter);
 }
 
