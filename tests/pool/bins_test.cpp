@@ -65,6 +65,38 @@ TEST(Bins, BlocksOfAnotherThreadAreReusedByTheThreadThatFreedThem) {
   });
 }
 
+// A bin that fills after running empty swings through its whole limit between refills: the
+// program's bursts are larger than it. Its first overflow doubles the limit and the bin keeps
+// every block; the overflows after that send its most recent half home. (Halving a limit after
+// three overflows instead sent a fifth of xmalloc's frees home and back.)
+TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    const unsigned cls = ak::detail::class_for(kSize, 8);
+    std::vector<void*> v;
+    // Fresh slabs hand out untouched blocks, so the bin stays empty; its limit grows each time
+    // the bin runs dry, to 256 here.
+    for (int i = 0; i < 600; ++i) v.push_back(ak::pool_allocate(kSize, 8));
+    const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
+    const std::uint32_t limit = bin.limit;
+    ASSERT_GE(limit, 64u);
+    ASSERT_LE(2 * limit + 1, v.size());
+    auto free_one = [&] {
+      ak::pool_deallocate(v.back(), kSize, 8);
+      v.pop_back();
+    };
+    while (bin.count < bin.limit) free_one();
+    free_one();
+    EXPECT_EQ(bin.limit, 2 * limit);
+    EXPECT_EQ(bin.count, limit + 1);  // nothing sent home
+    while (bin.count < bin.limit) free_one();
+    free_one();
+    EXPECT_EQ(bin.limit, 2 * limit);          // the next overflow keeps the limit
+    EXPECT_EQ(bin.count, bin.limit / 2 + 1);  // and sends the most recent half home
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+  });
+}
+
 // Freed in random order, blocks of every slab pass through the bin; what it keeps at the end
 // pins a bounded number of slabs, and a trim sends even those home.
 TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
