@@ -35,8 +35,8 @@ inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift
 // The region map: one byte per 16 MiB region of the 47-bit address space, 0 or its kind + 1
 // (kSmallRegions, kMediumRegions): 8 MiB of zero-fill address space, of which a process touches
 // a page or two (one per 64 GiB of addresses it asks about). A byte, not a bit per kind: a lookup
-// is a shift, a bound check and a compare with memory, four instructions less per free than the
-// bitmap it replaced.
+// is a shift, a bound check and a compare with memory, three instructions less per free than
+// the bitmap it replaced.
 inline constexpr unsigned kSmallRegions = 0, kMediumRegions = 1;
 extern std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 
@@ -47,17 +47,17 @@ inline unsigned region_entry(const void* p) noexcept {
   return g_region_kinds[slot].load(std::memory_order_acquire);
 }
 
-inline bool region_bit(unsigned kind, const void* p) noexcept {
+inline bool in_region_of(unsigned kind, const void* p) noexcept {
   return region_entry(p) == kind + 1;
 }
 
 // Returns: whether `p` lies in a region of small slabs. Lock-free: one shift, one load.
 inline bool in_pool_region(const void* p) noexcept {
-  return region_bit(kSmallRegions, p);
+  return in_region_of(kSmallRegions, p);
 }
 // Returns: whether `p` lies in a region of medium slabs. Lock-free: one shift, one load.
 inline bool in_medium_region(const void* p) noexcept {
-  return region_bit(kMediumRegions, p);
+  return in_region_of(kMediumRegions, p);
 }
 inline Slab* medium_slab_of(const void* p) noexcept {
   return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kMediumSlabSize - 1));

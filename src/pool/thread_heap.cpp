@@ -590,6 +590,7 @@ bool raise_limit(Heap* h, unsigned cls) {
   }
   return false;
 }
+
 // The bin of class `cls` ran empty: its limit doubles, within the heap's budget.
 void grow_limit(Heap* h, unsigned cls) {
   h->bin_overflows[cls] = 0;

@@ -177,8 +177,8 @@ inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it i
 struct alignas(64) Heap {
   Bin bins[kHeapClasses];
   Slab* current[kHeapClasses] = {};  // per class: the slab refills come from, or null
-  // Per class: 1 + overflows since it last ran empty, saturating (0: ran empty since it last
-  // overflowed).
+  // Per class: 0 when its bin ran empty since it last overflowed, else 1 + its overflows since
+  // (back to 1 when its limit halves).
   std::uint8_t bin_overflows[kHeapClasses] = {};
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
@@ -325,8 +325,8 @@ inline void bin_push(Bin& bin, void* p) noexcept {
 // liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto this
 // thread's bin, tagged, and returns true; returns false, changing nothing, for a full bin or a
 // thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block freed twice
-// in a row. No load of the
-// block: a double free further down the bin is found when the block leaves it (pool_free_tag).
+// in a row. No load of the block: a double free further down the bin is found when the block
+// leaves it (pool_free_tag).
 // (Reading the tag here cost xmalloc 16%, larson 10%: the block's line is often cold or on
 // another core, and a load, unlike a store, holds up everything after it.)
 inline bool pool_try_free(Slab* s, void* p) noexcept {
