@@ -97,6 +97,32 @@ TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
   });
 }
 
+// A refill from a reused slab carves at least 16 blocks of a large class, not one page's worth:
+// a 4 KiB class carved a page at a time took a slow-path call per block, its bin never holding
+// one. (Fresh slabs from the OS hand out untouched blocks one at a time, the bin empty.)
+TEST(Bins, ARefillCarvesSeveralBlocksOfALargeClass) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  constexpr std::size_t kLarge = 4096;
+  ak::pool_set_purge_delay_ms(60'000);  // the cached slabs stay resident however slow the build
+  in_new_thread([] {                    // leaves its emptied slabs cached, resident
+    std::vector<void*> v;
+    for (int i = 0; i < 300; ++i) v.push_back(ak::pool_allocate(kLarge, 8));
+    for (void* p : v) ak::pool_deallocate(p, kLarge, 8);
+  });
+  in_new_thread([] {
+    const unsigned cls = ak::detail::class_for(kLarge, 8);
+    std::vector<void*> v;
+    std::uint32_t most = 0;
+    for (int i = 0; i < 300; ++i) {
+      v.push_back(ak::pool_allocate(kLarge, 8));
+      most = std::max(most, ak::detail::tl_heap->bins[cls].count);
+    }
+    EXPECT_GE(most, 8u);
+    for (void* p : v) ak::pool_deallocate(p, kLarge, 8);
+  });
+  ak::pool_set_purge_delay_ms(1000);
+}
+
 // Freed in random order, blocks of every slab pass through the bin; what it keeps at the end
 // pins a bounded number of slabs, and a trim sends even those home.
 TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
