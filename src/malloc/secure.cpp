@@ -37,7 +37,7 @@ void check_freed(const char* call, const void* p, std::size_t bytes) {
 
 // Gives a block that left the quarantine, checked and still tagged, back to its slab.
 void release(void* p) {
-  pool_free_in(in_pool_region(p) ? slab_of(p) : medium_slab_of(p), p);
+  pool_free_in(slab_of_any(p), p);
 }
 
 // Removes slot `i`, returning its block after checking its fill.

@@ -40,7 +40,7 @@ inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift
 inline constexpr unsigned kSmallRegions = 0, kMediumRegions = 1;
 extern std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 
-// Region `slot`'s entry: 0, or its kind + 1.
+// The region map's entry for the region holding `p`: 0, or its kind + 1.
 inline unsigned region_entry(const void* p) noexcept {
   const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
   if (slot >= kRegionSlots) return 0;
@@ -62,7 +62,7 @@ inline bool in_medium_region(const void* p) noexcept {
 inline Slab* medium_slab_of(const void* p) noexcept {
   return reinterpret_cast<Slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(kMediumSlabSize - 1));
 }
-// The slab of a block of either kind (slow paths: one bit test more than slab_of).
+// The slab of a block of either kind (slow paths: one region-map read more than slab_of).
 inline Slab* slab_of_any(const void* p) noexcept {
   return in_medium_region(p) ? medium_slab_of(p) : slab_of(p);
 }
