@@ -81,6 +81,34 @@ TEST(Codec, RandomEventsRoundTrip) {
   EXPECT_EQ(p, out);
 }
 
+TEST(Codec, AnUnstampedEventStoresNoTimeAndReadsThePreviousOne) {
+  uint8_t buf[3 * kMaxEventBytes];
+  CodecState enc{1000, 0x5000};
+  Event stamped;
+  stamped.op = Op::kMalloc, stamped.time_ns = 1300, stamped.a = 32, stamped.result = 0x5040;
+  Event loose = stamped;
+  loose.time_ns = 999999, loose.unstamped = true, loose.result = 0x5060;  // its time is not kept
+  Event again = stamped;
+  again.time_ns = 1700, again.result = 0x50c0;
+  uint8_t* mid = encode_event(stamped, enc, buf);
+  uint8_t* end = encode_event(loose, enc, mid);
+  EXPECT_EQ(end - mid, 3);  // op byte, size, pointer delta: no time
+  end = encode_event(again, enc, end);
+  CodecState dec{1000, 0x5000};
+  const uint8_t* p = buf;
+  Event a, b, c;
+  ASSERT_TRUE(decode_event(p, end, dec, a));
+  ASSERT_TRUE(decode_event(p, end, dec, b));
+  ASSERT_TRUE(decode_event(p, end, dec, c));
+  EXPECT_FALSE(a.unstamped);
+  EXPECT_TRUE(b.unstamped);
+  EXPECT_FALSE(c.unstamped);
+  EXPECT_EQ(b.time_ns, 1300u);
+  EXPECT_EQ(b.result, 0x5060u);
+  EXPECT_EQ(c.time_ns, 1700u);
+  EXPECT_EQ(p, end);
+}
+
 TEST(Codec, TypicalEventsStayCompact) {
   // A malloc/free pair of nearby addresses a few hundred ns apart: the common case.
   uint8_t buf[2 * kMaxEventBytes];

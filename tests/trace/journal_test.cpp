@@ -44,6 +44,32 @@ std::string write_sample(bool compress) {
   return path;
 }
 
+TEST(Journal, UnstampedCallsArePlacedBetweenTheStampsAroundThem) {
+  std::string path = temp_path("unstamped");
+  JournalWriter w(path, {{"command", "sample"}}, false);
+  auto loose = [](Event e) {
+    e.unstamped = true;
+    return e;
+  };
+  w.add(1, 101, ev(Op::kMalloc, 1000, 16, 0, 0x1000));
+  w.add(1, 101, loose(ev(Op::kMalloc, 0, 16, 0, 0x1100)));
+  w.add(1, 101, loose(ev(Op::kFree, 0, 0x1000, 0, 0)));
+  w.add(1, 101, ev(Op::kFree, 1300, 0x1100, 0, 0));
+  w.add(1, 101, loose(ev(Op::kMalloc, 0, 16, 0, 0x1200)));  // after the thread's last stamp
+  w.finish();
+  Trace t = load_trace(path);
+  ASSERT_EQ(t.threads.size(), 1u);
+  const auto& e = t.threads[0].events;
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_EQ(e[1].time_ns, 1100u);
+  EXPECT_EQ(e[2].time_ns, 1200u);
+  EXPECT_EQ(e[3].time_ns, 1300u);
+  EXPECT_EQ(e[4].time_ns, 1301u);
+  EXPECT_TRUE(e[1].unstamped && e[2].unstamped && !e[3].unstamped && e[4].unstamped);
+  EXPECT_EQ(resolve(t).problems.total(), 0u);
+  std::remove(path.c_str());
+}
+
 TEST(Journal, RoundTripsThreadsEventsAndMeta) {
   for (bool compress : {false, true}) {
     std::string path = write_sample(compress);

@@ -75,6 +75,72 @@ TEST(Timeline, ReturnStampReadBeforeAnotherThreadsFreeIsMatchedWithIt) {
   EXPECT_EQ(resolve(same).problems.reused_live, 1u);
 }
 
+// A call the recorder did not stamp (kUnstampedFlag): its time is its thread's previous stamp.
+Event loose(Event e) {
+  e.unstamped = true;
+  return e;
+}
+
+TEST(Timeline, AnUnstampedMallocIsMatchedWithAFreeBeforeItsThreadsNextStamp) {
+  // Thread 1 got 0x100 again in a call known only to lie between its stamps t=10 and t=5000;
+  // thread 2 freed 0x100 at t=3000. The free came first.
+  Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), loose(ev(Op::kMalloc, 10, 16, 0, 0x100)),
+                         ev(Op::kFree, 5000, 0x100, 0, 0)},
+                        {ev(Op::kFree, 3000, 0x100, 0, 0)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[1][0].old_slot, 0u);
+  EXPECT_EQ(tl.per_thread[0][1].slot, 1u);
+  EXPECT_EQ(tl.per_thread[0][2].old_slot, 1u);
+  // A free after the thread's next stamp (and the slack) is another matter: a lost free.
+  Trace late =
+      two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), loose(ev(Op::kMalloc, 10, 16, 0, 0x100)),
+                   ev(Op::kFree, 5000, 0x40, 0, 0)},
+                  {ev(Op::kFree, 9000, 0x100, 0, 0)});
+  EXPECT_EQ(resolve(late).problems.reused_live, 1u);
+}
+
+TEST(Timeline, AnUnstampedMallocWaitsForTheLastFreeOfItsAddressWithinItsStamps) {
+  // Thread 2's malloc of 0x100 lies between t=20 and t=1000; meanwhile thread 3 freed thread 1's
+  // block at 0x100 (t=100), took it again (t=200) and freed it (t=300). Thread 2 got it after
+  // the last of those frees, and frees it itself at t=1000.
+  Trace t;
+  t.threads.push_back({1, 11, {ev(Op::kMalloc, 10, 8, 0, 0x100)}, {}});
+  t.threads.push_back({2,
+                       12,
+                       {ev(Op::kMalloc, 20, 8, 0, 0x900), loose(ev(Op::kMalloc, 20, 8, 0, 0x100)),
+                        ev(Op::kFree, 1000, 0x100, 0, 0)},
+                       {}});
+  t.threads.push_back({3,
+                       13,
+                       {ev(Op::kFree, 100, 0x100, 0, 0), ev(Op::kMalloc, 200, 8, 0, 0x100),
+                        ev(Op::kFree, 300, 0x100, 0, 0)},
+                       {}});
+  t.events = 7;
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[2][0].old_slot, tl.per_thread[0][0].slot);
+  EXPECT_EQ(tl.per_thread[2][2].old_slot, tl.per_thread[2][1].slot);
+  EXPECT_EQ(tl.per_thread[1][2].old_slot, tl.per_thread[1][1].slot);
+}
+
+TEST(Timeline, AnUnstampedFreeIsMatchedWithTheMallocItFollowed) {
+  // Thread 2's free of 0x300 carries its previous stamp, t=10; thread 1's malloc returned 0x300
+  // at t=100, before thread 2's next stamp (t=400). The malloc came first.
+  Trace t = two_threads({ev(Op::kMalloc, 100, 8, 0, 0x300)},
+                        {ev(Op::kMalloc, 10, 8, 0, 0xa00), loose(ev(Op::kFree, 10, 0x300, 0, 0)),
+                         ev(Op::kMalloc, 400, 8, 0, 0xb00)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[1][1].old_slot, tl.per_thread[0][0].slot);
+  EXPECT_EQ(tl.cross_thread_frees, 1u);
+  // With the malloc after that stamp, the free is of an address not live: dropped, as before.
+  Trace late = two_threads({ev(Op::kMalloc, 9000, 8, 0, 0x300)},
+                           {ev(Op::kMalloc, 10, 8, 0, 0xa00), loose(ev(Op::kFree, 10, 0x300, 0, 0)),
+                            ev(Op::kMalloc, 400, 8, 0, 0xb00)});
+  EXPECT_EQ(resolve(late).problems.unknown_frees, 1u);
+}
+
 TEST(Timeline, ReallocReleasesAtEntryAndAcquiresAtReturn) {
   // realloc on thread 1 runs from t=10 to t=50 and moves 0x100 to 0x200; thread 2 gets 0x100
   // at t=40, after the realloc released it.

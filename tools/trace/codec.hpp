@@ -1,4 +1,4 @@
-// Journal format v4 (reads v1 to v3), the byte level: file header, block header and the event
+// Journal format v6 (reads v1 to v5), the byte level: file header, block header and the event
 // codec. Header-only and heap-free, so the recorder can encode inside a traced program's malloc.
 // The layout is specified in docs/journal-format.md; change both together.
 #pragma once
@@ -18,8 +18,8 @@
 namespace ak::trace {
 
 inline constexpr char kFileMagic[8] = {'\x89', 'A', 'K', 'J', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 5;  // what writers write (v3: kSameStackFlag; v4: RssRecord's
-                                         // nonheap_bytes; v5: kPagesFlag)
+inline constexpr uint32_t kVersion = 6;  // what writers write (v3: kSameStackFlag; v4: RssRecord's
+                                         // nonheap_bytes; v5: kPagesFlag; v6: kUnstampedFlag)
 inline constexpr uint32_t kMinVersion = 1;  // the oldest readers read: v1 has no stack ids
 inline constexpr char kBlockMagic[4] = {'A', 'K', 'B', '1'};
 inline constexpr uint32_t kCodecRaw = 0;
@@ -59,6 +59,11 @@ inline constexpr uint8_t kSameStackFlag = 0x40;
 // blocks of kPagedBlockBytes or more. What the program really wrote of its big blocks.
 inline constexpr uint8_t kPagesFlag = 0x20;
 inline constexpr uint64_t kPagedBlockBytes = 64 << 10;
+// Set on an event's op byte (v6): no time follows. The call happened at or after the block's
+// previous time and before its thread's next stamped event (the recorder reads the clock on
+// every realloc and one other call in a few: recorder_log.hpp). Readers give the event the
+// previous time and mark it (Event::unstamped).
+inline constexpr uint8_t kUnstampedFlag = 0x10;
 inline constexpr uint32_t kMaxStackDepth = 64;
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxModulePath = 4096;
@@ -190,12 +195,13 @@ struct CodecState {
 };
 
 // Encodes one call at `out` (at least kMaxEventBytes free) and returns the end. Fields follow
-// Event's meaning of a, b, c. With `op` a constant at the call site the switch folds away, so the
-// recorder's encoders are straight-line code. Cost: ~6-10 bytes.
+// Event's meaning of a, b, c; `time` is ignored when not `stamped` (kUnstampedFlag). With `op` a
+// constant at the call site the switch folds away, so the recorder's encoders are straight-line
+// code. Cost: ~6-10 bytes.
 [[gnu::always_inline]] inline uint8_t* encode_call(CodecState& s, uint8_t* out, Op op,
                                                    uint64_t time, uint64_t a, uint64_t b,
                                                    uint64_t c, uint64_t result, uint32_t duration,
-                                                   uint32_t stack = 0) {
+                                                   uint32_t stack = 0, bool stamped = true) {
   auto ptr = [&](uint64_t p) {
     out = put_varint(out, zigzag(static_cast<int64_t>(p - s.ptr)));
     s.ptr = p;
@@ -203,11 +209,14 @@ struct CodecState {
   const bool same_stack = stack != 0 && stack == s.stack;
   const bool pages = op == Op::kFree && c != 0;
   *out++ = static_cast<uint8_t>(static_cast<uint8_t>(op) | (pages ? kPagesFlag : 0) |
+                                (stamped ? 0 : kUnstampedFlag) |
                                 (same_stack ? kSameStackFlag
                                  : stack    ? kStackFlag
                                             : 0));
-  out = put_varint(out, zigzag(static_cast<int64_t>(time - s.time_ns)));
-  s.time_ns = time;
+  if (stamped) {
+    out = put_varint(out, zigzag(static_cast<int64_t>(time - s.time_ns)));
+    s.time_ns = time;
+  }
   switch (op) {
     case Op::kFree:
       ptr(a);
@@ -254,7 +263,8 @@ struct CodecState {
 }
 
 inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out, uint32_t stack = 0) {
-  return encode_call(s, out, e.op, e.time_ns, e.a, e.b, e.c, e.result, e.duration_ns, stack);
+  return encode_call(s, out, e.op, e.time_ns, e.a, e.b, e.c, e.result, e.duration_ns, stack,
+                     !e.unstamped);
 }
 
 // Decodes one event and its stack id (0: none; only v2 journals, `stacks`, may carry one); false
@@ -271,17 +281,20 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   auto num = [&](uint64_t& dst) { return get_varint(p, end, dst); };
   if (p == end) return false;
   const bool has_stack = *p & kStackFlag, same_stack = *p & kSameStackFlag;
-  const bool pages = *p & kPagesFlag;
-  const uint8_t flags = kStackFlag | kSameStackFlag | kPagesFlag;
+  const bool pages = *p & kPagesFlag, unstamped = *p & kUnstampedFlag;
+  const uint8_t flags = kStackFlag | kSameStackFlag | kPagesFlag | kUnstampedFlag;
   if ((*p & ~flags) >= kOpCount || ((has_stack || same_stack) && !stack) ||
       (has_stack && same_stack) || (same_stack && s.stack == 0) ||
       (pages && (*p & ~flags) != static_cast<uint8_t>(Op::kFree)))
     return false;
   e = Event{};
   e.op = static_cast<Op>(*p++ & ~flags);
-  if (!get_varint(p, end, v)) return false;
-  s.time_ns += static_cast<uint64_t>(unzigzag(v));
+  if (!unstamped) {
+    if (!get_varint(p, end, v)) return false;
+    s.time_ns += static_cast<uint64_t>(unzigzag(v));
+  }
   e.time_ns = s.time_ns;
+  e.unstamped = unstamped;
   uint64_t dur = 0;
   bool ok = true;
   switch (e.op) {

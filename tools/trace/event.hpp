@@ -44,7 +44,10 @@ struct Event {
   uint64_t result = 0;  // returned pointer; 0 for free
   uint32_t duration_ns = 0;
   Op op = Op::kMalloc;
-  uint8_t pad[3] = {};
+  // The recorder did not read the clock for this call (kUnstampedFlag): time_ns is its thread's
+  // previous time, a lower bound; the thread's next stamped event bounds it from above.
+  bool unstamped = false;
+  uint8_t pad[2] = {};
 };
 
 // A call's request, in the order its entry point takes it: `size` is the byte count, or the

@@ -316,7 +316,7 @@ bool JournalReader::read_block(BlockHeader& h, uint64_t& start) {
     } else if (h.raw_len > kMaxBlockRaw || h.stored_len > kMaxBlockRaw ||
                (codec != kCodecZstd && h.stored_len != h.raw_len) ||
                (codec == kCodecClock ? h.stored_len != 16 || h.event_count != 0 : h.thread == 0) ||
-               h.event_count > h.raw_len / 3) {  // every event takes at least 3 bytes
+               h.event_count > h.raw_len / 2) {  // every event takes at least 2 bytes
       throw JournalError("implausible block header", start);
     }
     stored_.resize(h.stored_len);

@@ -360,7 +360,7 @@ AK_EXPORT void* malloc(size_t n) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.malloc(n); });
   if (rec) {
-    const uint64_t t = stamp_ticks();
+    const uint64_t t = sampled_stamp();
     note_block(p, n);
     record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
   }
@@ -378,7 +378,7 @@ AK_EXPORT void* calloc(size_t n, size_t size) {
   bool rec = recording();
   void* p = real_call([&] { return g_real.calloc(n, size); });
   if (rec) {
-    const uint64_t t = stamp_ticks();
+    const uint64_t t = sampled_stamp();
     note_block(p, uint64_t(n) * size);
     record(Op::kCalloc, t, n, size, 0, p, 0, call_stack());
   }
@@ -389,7 +389,7 @@ AK_EXPORT void free(void* p) {
   if (is_boot(p)) return;
   ensure_real();
   if (recording()) {
-    const uint64_t t = stamp_ticks();
+    const uint64_t t = sampled_stamp();
     uint64_t pages = 0;
     const bool measured = p != nullptr && may_be_big(p) && big_block_pages(p, &pages);
     record(Op::kFree, t, reinterpret_cast<uint64_t>(p), pages, measured, nullptr);
@@ -436,7 +436,7 @@ AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();
   int rc = real_call([&] { return g_real.posix_memalign(out, align, n); });
   if (rec) {
-    const uint64_t t = stamp_ticks();
+    const uint64_t t = sampled_stamp();
     if (rc == 0) note_block(*out, n);
     record(Op::kPosixMemalign, t, align, n, static_cast<uint64_t>(rc), rc == 0 ? *out : nullptr, 0,
            call_stack());
@@ -450,7 +450,7 @@ AK_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   bool rec = recording();                       \
   void* p = real_call([&] { return call; });    \
   if (rec) {                                    \
-    const uint64_t t = stamp_ticks();           \
+    const uint64_t t = sampled_stamp();         \
     note_block(p, bytes);                       \
     record(op, t, a, b, 0, p, 0, call_stack()); \
   }                                             \

@@ -28,6 +28,9 @@ pthread_key_t g_key;
 constinit thread_local ThreadLog* tl_log = nullptr;
 constinit thread_local uint32_t tl_thread = 0;
 constinit thread_local int tl_busy = 0;
+std::atomic<uint32_t> g_coarse_tick{0};
+constinit thread_local uint32_t tl_unstamped_left = 0;
+constinit thread_local uint32_t tl_tick_seen = 0;
 
 uint64_t mono_ns() {
   timespec ts;

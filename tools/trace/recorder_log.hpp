@@ -72,6 +72,28 @@ inline uint64_t stamp_ticks() {
   return __rdtsc();
 }
 
+// Stamps of plain calls (all but realloc, whose duration needs both ends). The rdtsc is half of
+// the recorder's cost on a malloc/free loop, so a thread reads the clock on one call in
+// kStampEvery, and on the first call after the coarse tick moved: the memory sampler advances
+// g_coarse_tick every kRssPeriodMs, so a thread that calls rarely still stamps every call. The
+// calls between go unstamped (0; kUnstampedFlag): each lies between its thread's stamps around
+// it, at most kStampEvery calls or about one sampler period apart, and readers place it there
+// (timeline.cpp). Cost of an unstamped call: two loads, a compare and a decrement.
+constexpr uint32_t kStampEvery = 8;
+extern std::atomic<uint32_t> g_coarse_tick;
+extern constinit thread_local uint32_t tl_unstamped_left;  // calls left before the next stamp
+extern constinit thread_local uint32_t tl_tick_seen;       // g_coarse_tick at the last stamp
+inline uint64_t sampled_stamp() {
+  const uint32_t tick = g_coarse_tick.load(std::memory_order_relaxed);
+  if (tl_unstamped_left > 0 && tick == tl_tick_seen) [[likely]] {
+    --tl_unstamped_left;
+    return 0;
+  }
+  tl_unstamped_left = kStampEvery - 1;
+  tl_tick_seen = tick;
+  return stamp_ticks();
+}
+
 uint64_t mono_ns();
 void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
@@ -131,14 +153,17 @@ struct Call {
 
 __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
 
+// Appends call `k`; a time of 0 is an unstamped call (sampled_stamp), whose time readers take
+// from the log's previous one.
 [[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
-  if (log->count == 0) {
-    log->base_time = k.time;
-    log->state = CodecState{k.time, 0};
+  const bool stamped = k.time != 0;
+  if (log->count == 0) {  // an unstamped first call: the log's previous time is its lower bound
+    log->base_time = stamped ? k.time : log->state.time_ns;
+    log->state = CodecState{log->base_time, 0};
   }
   uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
   uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
-                             k.duration, k.stack);
+                             k.duration, k.stack, stamped);
   log->len = static_cast<size_t>(end - payload);
   ++log->count;
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
@@ -157,9 +182,11 @@ inline uint32_t call_stack() {
 [[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
                                           const void* result, uint32_t duration = 0,
                                           uint32_t stack = 0) {
-  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   ThreadLog* log = my_log();
   if (!log) return;
+  if (time == 0 && log->state.time_ns == 0) [[unlikely]]  // a fresh log has no time to go by
+    time = stamp_ticks();
+  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   log->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {

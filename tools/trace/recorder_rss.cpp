@@ -157,6 +157,7 @@ void* sampler(void*) {
   for (;;) {
     timespec ts{0, kRssPeriodMs * 1000000};
     nanosleep(&ts, nullptr);
+    g_coarse_tick.fetch_add(1, std::memory_order_relaxed);  // calls stamp again (sampled_stamp)
     g_rss.lock.lock();
     sample_locked(false);
     g_rss.lock.unlock();

@@ -7,6 +7,37 @@
 
 namespace ak::trace {
 
+namespace {
+
+// Places a thread's unstamped calls (kUnstampedFlag: each holds its previous stamp, a lower
+// bound) evenly between the stamps around them, so the thread's calls keep distinct times in
+// call order; a run after the thread's last stamp gets 1 ns steps. Where a call really was in
+// that span is unknown: the resolver matches across threads within it (resolve's `latest`).
+void place_unstamped(std::vector<Event>& evs) {
+  for (size_t i = 0; i < evs.size();) {
+    if (!evs[i].unstamped) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < evs.size() && evs[j].unstamped) ++j;
+    const uint64_t n = j - i + 1, lo = evs[i].time_ns;
+    uint64_t hi = lo + n;
+    if (j < evs.size()) {
+      const Event& e = evs[j];
+      const uint64_t start =
+          is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
+      hi = std::max(hi, start);
+    }
+    for (size_t k = i; k < j; ++k)
+      evs[k].time_ns =
+          lo + static_cast<uint64_t>(static_cast<long double>(hi - lo) * (k - i + 1) / n);
+    i = j;
+  }
+}
+
+}  // namespace
+
 Trace load_trace(JournalReader& reader) {
   Trace t;
   t.meta = reader.meta();
@@ -26,7 +57,10 @@ Trace load_trace(JournalReader& reader) {
     t.events += b.events.size();
   }
   t.truncated_at = reader.truncated_at();
-  for (auto& [id, te] : by_thread) t.threads.push_back(std::move(te));
+  for (auto& [id, te] : by_thread) {
+    place_unstamped(te.events);
+    t.threads.push_back(std::move(te));
+  }
   return t;
 }
 
@@ -56,7 +90,9 @@ constexpr uint32_t kAcquire = 1u << 31;
 // with rdtsc, which does not wait for the instructions before it: the stamp of a malloc that got
 // a block another thread just freed can precede that free's entry stamp by the time the load of
 // the block took (a cache miss, tens to hundreds of ns). Waiting for it (rdtscp) cost the
-// recorder 9 ns a call. Such an acquire of a still-live address is matched with that release.
+// recorder 9 ns a call. Such an acquire of a still-live address is matched with that release,
+// and a release of an address not live with the acquire that returned it (a free's entry stamp
+// may be read before the load that gave it the pointer).
 constexpr uint64_t kStampSlackNs = 2000;
 
 bool releases(const Event& e) {
@@ -82,18 +118,20 @@ Timeline resolve(const Trace& trace) {
     // A thread's calls happen in its call order, whatever their stamps say: an entry stamp
     // (rdtsc) may be read a few cycles before the previous call's return stamp, so times are
     // made non-decreasing along the thread. Raising a stamp to its predecessor's keeps it before
-    // anything the call makes visible to other threads.
+    // anything the call makes visible to other threads. An unstamped call is ordered at its
+    // thread's previous stamp, the earliest it can have happened (not where place_unstamped put
+    // it): the matching across threads below looks ahead from there to its latest.
     uint64_t last = 0;
     for (uint32_t i = 0; i < evs.size(); ++i) {
       const Event& e = evs[i];
       if (releases(e)) {
         uint64_t start =
             is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
-        last = std::max(start, last);
+        if (!e.unstamped) last = std::max(start, last);
         keys.push_back({last, ti, i});
       }
       if (returns_block(e.op)) {
-        last = std::max(e.time_ns, last);
+        if (!e.unstamped) last = std::max(e.time_ns, last);
         keys.push_back({last, ti, i | kAcquire});
       }
     }
@@ -101,7 +139,7 @@ Timeline resolve(const Trace& trace) {
   std::sort(keys.begin(), keys.end());
   if (!keys.empty()) tl.first_ns = keys.front().time, tl.last_ns = keys.back().time;
 
-  std::vector<uint8_t> done;  // keys handled out of order (early_release); empty until one is
+  std::vector<uint8_t> taken;  // acquires taken early (acquire_before); empty until one is
   std::unordered_map<uint64_t, uint32_t> live;  // live address -> its slot
   live.reserve(1024);
   uint64_t live_bytes = 0, live_count = 0;
@@ -110,6 +148,16 @@ Timeline resolve(const Trace& trace) {
     live_bytes -= tl.slot_bytes[slot];
     --live_count;
     if (tl.slot_thread[slot] != by_thread) ++tl.cross_thread_frees;
+  };
+  // When key k's half happened as the journal places it: its order time, or for an unstamped
+  // call the time place_unstamped gave it. What slots are born and die at.
+  auto placed = [&](const Key& k) -> uint64_t {
+    const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
+    if (!e.unstamped) return k.time;
+    const uint64_t t = (k.index & kAcquire) || !is_realloc(e.op)
+                           ? e.time_ns
+                           : e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns);
+    return std::max(t, k.time);
   };
   // The release half of key k: frees the block at its address.
   auto release = [&](const Key& k) {
@@ -127,53 +175,109 @@ Timeline resolve(const Trace& trace) {
     r.old_slot = it->second;
     if (e.op == Op::kFree && e.c != 0)
       tl.slot_pages[r.old_slot] = uint32_t(std::min<uint64_t>(e.b, UINT32_MAX - 1) + 1);
-    release_slot(r.old_slot, k.thread, k.time);
+    release_slot(r.old_slot, k.thread, placed(k));
     live.erase(it);
   };
-  // Another thread's release of `address` stamped at most kStampSlackNs after keys[i], not yet
-  // done: its index, or keys.size().
-  auto early_release = [&](size_t i, uint64_t address) {
-    const Key& k = keys[i];
-    for (size_t j = i + 1; j < keys.size() && keys[j].time <= k.time + kStampSlackNs; ++j) {
-      const Key& o = keys[j];
-      if ((o.index & kAcquire) || o.thread == k.thread || (!done.empty() && done[j])) continue;
-      const Event& e = trace.threads[o.thread].events[o.index];
-      if (e.a == address && (!is_realloc(e.op) || realloc_released(e))) return j;
+  // The latest time key k's call can have happened at: its stamp, or for an unstamped call the
+  // start of its thread's next stamped one (UINT64_MAX when none follows).
+  auto latest = [&](const Key& k) -> uint64_t {
+    const auto& evs = trace.threads[k.thread].events;
+    for (uint32_t i = k.index & ~kAcquire; i < evs.size(); ++i) {
+      const Event& e = evs[i];
+      if (e.unstamped) continue;
+      if (i == (k.index & ~kAcquire)) return k.time;
+      const uint64_t start =
+          is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
+      return std::max(start, k.time);
     }
-    return keys.size();
+    return UINT64_MAX;
   };
-  for (size_t i = 0; i < keys.size(); ++i) {
+  // Whether keys[j]'s half acquires or releases `address`.
+  auto acquires = [&](size_t j, uint64_t address) {
+    const Key& o = keys[j];
+    return (o.index & kAcquire) &&
+           trace.threads[o.thread].events[o.index & ~kAcquire].result == address;
+  };
+  auto releases_at = [&](size_t j, uint64_t address) {
+    const Key& o = keys[j];
+    if (o.index & kAcquire) return false;
+    const Event& e = trace.threads[o.thread].events[o.index];
+    return e.a == address && (!is_realloc(e.op) || realloc_released(e));
+  };
+  // Visits the keys after keys[i], not taken early, placed no later than keys[i]'s call can have
+  // happened (latest) plus kStampSlackNs, until `visit` returns false.
+  auto scan_ahead = [&](size_t i, auto&& visit) {
+    if (trace.threads.size() < 2) return;
+    const uint64_t l = latest(keys[i]),
+                   until = l > UINT64_MAX - kStampSlackNs ? l : l + kStampSlackNs;
+    for (size_t j = i + 1; j < keys.size() && keys[j].time <= until; ++j)
+      if ((taken.empty() || !taken[j]) && !visit(j)) return;
+  };
+  // The release of `address` by another thread after which keys[i]'s acquire belongs (see
+  // kStampSlackNs and kUnstampedFlag), or keys.size(): the last one ahead that no other
+  // thread's acquire of it follows, else the first. An unstamped call may lie a long way past
+  // its order time (its thread ran on without a stamp, or was descheduled) while other threads
+  // took and freed blocks at that address. A later call of the acquiring thread on the address
+  // ends the search: its own order decides.
+  auto release_before = [&](size_t i, uint64_t address) {
+    size_t first = keys.size(), last = keys.size();
+    scan_ahead(i, [&](size_t j) {
+      const bool acq = acquires(j, address), rel = !acq && releases_at(j, address);
+      if (!acq && !rel) return true;
+      if (keys[j].thread == keys[i].thread) return false;
+      if (rel) {
+        if (first == keys.size()) first = j;
+        last = j;
+      } else {
+        last = keys.size();
+      }
+      return true;
+    });
+    return last != keys.size() ? last : first;
+  };
+  // Another thread's acquire of `address` that keys[i]'s release of an address not live must
+  // follow, or keys.size(): the last one ahead that no other thread's release follows (the block
+  // this thread was handed). An unstamped free's order time may precede the malloc it frees by
+  // as long as its thread went without a stamp (blocked in a join, say). Taken early, that
+  // acquire binds to this release alone.
+  auto acquire_before = [&](size_t i, uint64_t address) {
+    size_t found = keys.size();
+    scan_ahead(i, [&](size_t j) {
+      const bool acq = acquires(j, address), rel = !acq && releases_at(j, address);
+      if (!acq && !rel) return true;
+      if (keys[j].thread == keys[i].thread) return false;
+      found = acq ? j : keys.size();
+      return true;
+    });
+    return found;
+  };
+  std::multimap<size_t, size_t> deferred;  // key -> acquires to run right after it
+  // The acquire half of keys[i]; `may_defer`: once, it may wait for a release ahead.
+  auto acquire = [&](size_t i, bool may_defer) {
     const Key& k = keys[i];
-    if (!done.empty() && done[i]) continue;
-    if (!(k.index & kAcquire)) {
-      release(k);
-      continue;
-    }
     const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
     Resolved& r = tl.per_thread[k.thread][k.index & ~kAcquire];
     if (e.result == 0) {  // acquire half of a call that returned nothing
       if (!(is_realloc(e.op) && requested_bytes(e) == 0)) ++tl.problems.failed_allocs;
-      continue;
+      return;
     }
     auto [it, fresh] = live.try_emplace(e.result, tl.slots);
     if (!fresh) {
-      if (const size_t j = early_release(i, e.result); j < keys.size()) {
-        // This return stamp was read before another thread's free of the block it returned
-        // completed (see kStampSlackNs): that free came first.
-        if (done.empty()) done.resize(keys.size());
-        done[j] = 1;
-        release(keys[j]);
-        it = live.try_emplace(e.result, tl.slots).first;
+      if (const size_t j = may_defer ? release_before(i, e.result) : keys.size(); j < keys.size()) {
+        // By the stamps, this call returned the block before another thread's free of it: that
+        // free came first.
+        deferred.emplace(j, i);
+        return;
       } else {  // the program freed this block but the journal lost the free
         ++tl.problems.reused_live;
         r.repair_slot = it->second;
-        release_slot(r.repair_slot, k.thread, k.time);
+        release_slot(r.repair_slot, k.thread, placed(k));
         it->second = tl.slots;
       }
     }
     r.slot = tl.slots++;
     tl.slot_bytes.push_back(requested_bytes(e));
-    tl.slot_born_ns.push_back(k.time);
+    tl.slot_born_ns.push_back(placed(k));
     tl.slot_died_ns.push_back(UINT64_MAX);
     tl.slot_thread.push_back(k.thread);
     tl.slot_pages.push_back(0);
@@ -181,10 +285,31 @@ Timeline resolve(const Trace& trace) {
     ++live_count;
     if (live_bytes > tl.peak_live_bytes) {
       tl.peak_live_bytes = live_bytes;
-      tl.peak_ns = k.time;
+      tl.peak_ns = placed(k);
       tl.peak_slot = r.slot;
     }
     tl.peak_live_count = std::max(tl.peak_live_count, live_count);
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Key& k = keys[i];
+    if (k.index & kAcquire) {
+      if (taken.empty() || !taken[i]) acquire(i, true);
+    } else {
+      const Event& e = trace.threads[k.thread].events[k.index];
+      if ((!is_realloc(e.op) || realloc_released(e)) && !live.contains(e.a))
+        if (const size_t j = acquire_before(i, e.a); j < keys.size()) {
+          if (taken.empty()) taken.resize(keys.size());
+          taken[j] = 1;
+          acquire(j, false);
+        }
+      release(k);
+    }
+    // Acquires placed after key i: each once, with no further wait.
+    for (auto d = deferred.find(i); d != deferred.end(); d = deferred.find(i)) {
+      const size_t a = d->second;
+      deferred.erase(d);
+      acquire(a, false);
+    }
   }
   return tl;
 }
