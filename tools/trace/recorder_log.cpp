@@ -240,6 +240,8 @@ ThreadLog* first_log() {
   l->os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   l->count = 0;
   l->len = 0;
+  // An unstamped first call takes the log's previous time (append): a fresh log starts at now.
+  if (l->state.time_ns == 0) l->state.time_ns = stamp_ticks();
   tl_log = l;
   pthread_setspecific(g_key, l);
   return l;

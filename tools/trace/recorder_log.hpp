@@ -184,8 +184,6 @@ inline uint32_t call_stack() {
                                           uint32_t stack = 0) {
   ThreadLog* log = my_log();
   if (!log) return;
-  if (time == 0 && log->state.time_ns == 0) [[unlikely]]  // a fresh log has no time to go by
-    time = stamp_ticks();
   const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   log->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
