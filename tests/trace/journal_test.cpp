@@ -370,6 +370,29 @@ TEST(Journal, VersionTwoContentInAVersionOneJournalIsNamed) {
   std::remove(path.c_str());
 }
 
+TEST(Journal, AnUnstampedEventInAVersionFiveJournalIsNamed) {
+  std::string path = temp_path("v5unstamped");
+  {
+    JournalWriter w(path, {}, false);
+    w.add(1, 1, ev(Op::kMalloc, 1, 8, 0, 0x10));
+    Event loose = ev(Op::kFree, 0, 0x10, 0, 0);
+    loose.unstamped = true;
+    w.add(1, 1, loose);
+    w.finish();
+  }
+  auto bytes = slurp(path);
+  EXPECT_EQ(load_trace(path).events, 2u);  // as written: v6
+  bytes[8] = 5;
+  try {
+    JournalReader r(bytes.data(), bytes.size());
+    load_trace(r);
+    FAIL() << "a v5 journal with an unstamped event was accepted";
+  } catch (const JournalError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed event 1"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Journal, AStackBlockThatDoesNotDecodeIsNamed) {
   std::string path = temp_path("badstack");
   {

@@ -268,9 +268,10 @@ inline uint8_t* encode_event(const Event& e, CodecState& s, uint8_t* out, uint32
 }
 
 // Decodes one event and its stack id (0: none; only v2 journals, `stacks`, may carry one); false
-// on a malformed or truncated event (p is then unspecified).
+// on a malformed or truncated event (p is then unspecified). `unstamped_ok`: kUnstampedFlag may
+// be set (v6 journals).
 inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, Event& e,
-                         uint32_t* stack = nullptr) {
+                         uint32_t* stack = nullptr, bool unstamped_ok = true) {
   uint64_t v;
   auto ptr = [&](uint64_t& dst) {
     if (!get_varint(p, end, v)) return false;
@@ -284,7 +285,7 @@ inline bool decode_event(const uint8_t*& p, const uint8_t* end, CodecState& s, E
   const bool pages = *p & kPagesFlag, unstamped = *p & kUnstampedFlag;
   const uint8_t flags = kStackFlag | kSameStackFlag | kPagesFlag | kUnstampedFlag;
   if ((*p & ~flags) >= kOpCount || ((has_stack || same_stack) && !stack) ||
-      (has_stack && same_stack) || (same_stack && s.stack == 0) ||
+      (unstamped && !unstamped_ok) || (has_stack && same_stack) || (same_stack && s.stack == 0) ||
       (pages && (*p & ~flags) != static_cast<uint8_t>(Op::kFree)))
     return false;
   e = Event{};

@@ -355,7 +355,7 @@ bool JournalReader::next(Block& b) {
   CodecState s{h.base_time_ns, 0};
   uint32_t* stacks = version_ >= 2 ? b.stacks.data() : nullptr;
   for (uint32_t i = 0; i < h.event_count; ++i)
-    if (!decode_event(p, end, s, b.events[i], stacks ? stacks + i : nullptr))
+    if (!decode_event(p, end, s, b.events[i], stacks ? stacks + i : nullptr, version_ >= 6))
       throw JournalError("malformed event " + std::to_string(i) + " in block", start);
   if (p != end) throw JournalError("block has bytes after its last event", start);
   if (!stacks) std::fill(b.stacks.begin(), b.stacks.end(), 0u);
