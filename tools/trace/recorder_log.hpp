@@ -182,9 +182,9 @@ inline uint32_t call_stack() {
 [[gnu::always_inline]] inline void record(Op op, uint64_t time, uint64_t a, uint64_t b, uint64_t c,
                                           const void* result, uint32_t duration = 0,
                                           uint32_t stack = 0) {
+  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   ThreadLog* log = my_log();
   if (!log) return;
-  const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   log->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {

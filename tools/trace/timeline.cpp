@@ -9,6 +9,11 @@ namespace ak::trace {
 
 namespace {
 
+// When a call began: a realloc's entry (its return stamp less its duration), else its stamp.
+uint64_t call_start(const Event& e) {
+  return is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
+}
+
 // Places a thread's unstamped calls (kUnstampedFlag: each holds its previous stamp, a lower
 // bound) evenly between the stamps around them, so the thread's calls keep distinct times in
 // call order; a run after the thread's last stamp gets 1 ns steps. Where a call really was in
@@ -23,12 +28,7 @@ void place_unstamped(std::vector<Event>& evs) {
     while (j < evs.size() && evs[j].unstamped) ++j;
     const uint64_t n = j - i + 1, lo = evs[i].time_ns;
     uint64_t hi = lo + n;
-    if (j < evs.size()) {
-      const Event& e = evs[j];
-      const uint64_t start =
-          is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
-      hi = std::max(hi, start);
-    }
+    if (j < evs.size()) hi = std::max(hi, call_start(evs[j]));
     for (size_t k = i; k < j; ++k)
       evs[k].time_ns =
           lo + static_cast<uint64_t>(static_cast<long double>(hi - lo) * (k - i + 1) / n);
@@ -125,9 +125,7 @@ Timeline resolve(const Trace& trace) {
     for (uint32_t i = 0; i < evs.size(); ++i) {
       const Event& e = evs[i];
       if (releases(e)) {
-        uint64_t start =
-            is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
-        if (!e.unstamped) last = std::max(start, last);
+        if (!e.unstamped) last = std::max(call_start(e), last);
         keys.push_back({last, ti, i});
       }
       if (returns_block(e.op)) {
@@ -154,10 +152,7 @@ Timeline resolve(const Trace& trace) {
   auto placed = [&](const Key& k) -> uint64_t {
     const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
     if (!e.unstamped) return k.time;
-    const uint64_t t = (k.index & kAcquire) || !is_realloc(e.op)
-                           ? e.time_ns
-                           : e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns);
-    return std::max(t, k.time);
+    return std::max((k.index & kAcquire) ? e.time_ns : call_start(e), k.time);
   };
   // The release half of key k: frees the block at its address.
   auto release = [&](const Key& k) {
@@ -186,9 +181,7 @@ Timeline resolve(const Trace& trace) {
       const Event& e = evs[i];
       if (e.unstamped) continue;
       if (i == (k.index & ~kAcquire)) return k.time;
-      const uint64_t start =
-          is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
-      return std::max(start, k.time);
+      return std::max(call_start(e), k.time);
     }
     return UINT64_MAX;
   };
