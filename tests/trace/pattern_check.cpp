@@ -1,6 +1,7 @@
 // Checks a journal of pattern_program against the counts it wrote: every call the program made
 // between its markers (sizes in [3000, 4000)) must be in the journal exactly once.
 // Usage: pattern_check JOURNAL EXPECTED [CHILD_JOURNAL]   (exit 0: all counts match)
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -48,6 +49,34 @@ std::map<std::string, uint64_t> count(const std::string& path, const char* prefi
   return c;
 }
 
+// The recorder's stamps (recorder_log.hpp, sampled_stamp): before the program's second thread
+// exists some calls go unstamped; from its first call on, every call of every thread is stamped.
+// Returns the number of violations (printed).
+int check_stamps(const std::string& path) {
+  Trace t = load_trace(path);
+  if (t.threads.size() < 2) return 0;
+  uint64_t threaded_from = UINT64_MAX;  // the second thread's first stamp
+  for (size_t ti = 1; ti < t.threads.size(); ++ti)
+    if (!t.threads[ti].events.empty())
+      threaded_from = std::min(threaded_from, t.threads[ti].events.front().time_ns);
+  uint64_t before = 0, after = 0;
+  for (const auto& th : t.threads)
+    for (const Event& e : th.events) {
+      if (!e.unstamped) continue;
+      (e.time_ns < threaded_from ? before : after) += 1;
+    }
+  int bad = 0;
+  if (before == 0)
+    std::printf("MISMATCH no unstamped call while the program had one thread\n"), ++bad;
+  if (after != 0)
+    std::printf("MISMATCH %llu unstamped calls once it had two\n", (unsigned long long)after),
+        ++bad;
+  if (!bad)
+    std::printf("ok       stamps: %llu unstamped calls, none once threaded\n",
+                (unsigned long long)before);
+  return bad;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +103,7 @@ int main(int argc, char** argv) {
         std::printf("ok       %-20s %llu\n", op.c_str(), (unsigned long long)want);
       }
     }
+    bad += check_stamps(argv[1]);
     return bad == 0 && checked > 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

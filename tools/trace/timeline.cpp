@@ -173,17 +173,30 @@ Timeline resolve(const Trace& trace) {
     release_slot(r.old_slot, k.thread, placed(k));
     live.erase(it);
   };
+  // The recorder's memory samples, in time order: each follows a tick of the clock that makes
+  // the next call of every thread stamp itself (sampled_stamp).
+  std::vector<uint64_t> ticks;
+  for (const RssSample& r : trace.rss) ticks.push_back(r.time_ns);
+  std::sort(ticks.begin(), ticks.end());
   // The latest time key k's call can have happened at: its stamp, or for an unstamped call the
-  // start of its thread's next stamped one (UINT64_MAX when none follows).
+  // earlier of the start of its thread's next stamped call and the second memory sample after
+  // its order time. (Its thread saw the tick of its last stamp, taken after that tick's increment:
+  // the next increment, the one the call came before, precedes the sample after it. A thread
+  // that blocks, in a join or waiting for Python's GIL, stamps again only when it wakes.)
+  // UINT64_MAX when neither is known.
   auto latest = [&](const Key& k) -> uint64_t {
     const auto& evs = trace.threads[k.thread].events;
+    uint64_t next_stamp = UINT64_MAX;
     for (uint32_t i = k.index & ~kAcquire; i < evs.size(); ++i) {
       const Event& e = evs[i];
       if (e.unstamped) continue;
       if (i == (k.index & ~kAcquire)) return k.time;
-      return std::max(call_start(e), k.time);
+      next_stamp = std::max(call_start(e), k.time);
+      break;
     }
-    return UINT64_MAX;
+    const auto after = std::upper_bound(ticks.begin(), ticks.end(), k.time);
+    const uint64_t tick = ticks.end() - after >= 2 ? after[1] : UINT64_MAX;
+    return std::min(next_stamp, tick);
   };
   // Whether keys[j]'s half acquires or releases `address`.
   auto acquires = [&](size_t j, uint64_t address) {
