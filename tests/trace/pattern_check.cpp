@@ -19,8 +19,7 @@ bool tagged(uint64_t bytes) {
 
 // Counts tagged calls per op between the markers (all threads, by time); with no markers
 // (the child's journal) counts everything tagged.
-std::map<std::string, uint64_t> count(const std::string& path, const char* prefix) {
-  Trace t = load_trace(path);
+std::map<std::string, uint64_t> count(const Trace& t, const char* prefix) {
   Timeline tl = resolve(t);
   uint64_t begin = 0, end = UINT64_MAX;
   for (const auto& th : t.threads)
@@ -52,8 +51,7 @@ std::map<std::string, uint64_t> count(const std::string& path, const char* prefi
 // The recorder's stamps (recorder_log.hpp, sampled_stamp): before the program's second thread
 // exists some calls go unstamped; from its first call on, every call of every thread is stamped.
 // Returns the number of violations (printed).
-int check_stamps(const std::string& path) {
-  Trace t = load_trace(path);
+int check_stamps(const Trace& t) {
   if (t.threads.size() < 2) return 0;
   uint64_t threaded_from = UINT64_MAX;  // the second thread's first stamp
   for (size_t ti = 1; ti < t.threads.size(); ++ti)
@@ -82,9 +80,10 @@ int check_stamps(const std::string& path) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   try {
-    auto got = count(argv[1], "");
+    const Trace journal = load_trace(argv[1]);
+    auto got = count(journal, "");
     if (argc > 3) {
-      auto child = count(argv[3], "child_");
+      auto child = count(load_trace(argv[3]), "child_");
       got["child_malloc"] = child["child_malloc"];
       got["child_free"] = child["child_free"];
     }
@@ -103,7 +102,7 @@ int main(int argc, char** argv) {
         std::printf("ok       %-20s %llu\n", op.c_str(), (unsigned long long)want);
       }
     }
-    bad += check_stamps(argv[1]);
+    bad += check_stamps(journal);
     return bad == 0 && checked > 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

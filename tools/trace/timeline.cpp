@@ -105,6 +105,11 @@ bool realloc_released(const Event& e) {
   return e.result != 0 || requested_bytes(e) == 0;
 }
 
+// Whether the release half of `e` (a free, or a realloc's entry) let go of the block at e.a.
+bool frees_old_block(const Event& e) {
+  return !is_realloc(e.op) || realloc_released(e);
+}
+
 }  // namespace
 
 Timeline resolve(const Trace& trace) {
@@ -157,7 +162,7 @@ Timeline resolve(const Trace& trace) {
   // The release half of key k: frees the block at its address.
   auto release = [&](const Key& k) {
     const Event& e = trace.threads[k.thread].events[k.index];
-    if (is_realloc(e.op) && !realloc_released(e)) return;
+    if (!frees_old_block(e)) return;
     auto it = live.find(e.a);
     if (it == live.end()) {
       if (e.op == Op::kFree)
@@ -208,7 +213,7 @@ Timeline resolve(const Trace& trace) {
     const Key& o = keys[j];
     if (o.index & kAcquire) return false;
     const Event& e = trace.threads[o.thread].events[o.index];
-    return e.a == address && (!is_realloc(e.op) || realloc_released(e));
+    return e.a == address && frees_old_block(e);
   };
   // Visits the keys after keys[i], not taken early, placed no later than keys[i]'s call can have
   // happened (latest) plus kStampSlackNs, until `visit` returns false.
@@ -302,7 +307,7 @@ Timeline resolve(const Trace& trace) {
       if (taken.empty() || !taken[i]) acquire(i, true);
     } else {
       const Event& e = trace.threads[k.thread].events[k.index];
-      if ((!is_realloc(e.op) || realloc_released(e)) && !live.contains(e.a))
+      if (frees_old_block(e) && !live.contains(e.a))
         if (const size_t j = acquire_before(i, e.a); j < keys.size()) {
           if (taken.empty()) taken.resize(keys.size());
           taken[j] = 1;
