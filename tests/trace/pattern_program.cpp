@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,15 +105,21 @@ int pattern(const char* expected_path) {
 // thread that touches 2 MiB of its stack, and 4 MiB of heap, all resident together for 60 ms.
 char g_static_data[16 << 20];
 
+std::atomic<bool> g_stack_touched{false};
+
 void touch_stack_and_wait() {
   volatile char frame[2 << 20];
   for (size_t i = 0; i < sizeof frame; i += 4096) frame[i] = 1;
+  g_stack_touched.store(true);
   usleep(60000);
 }
 
 int nonheap() {
   std::thread t(touch_stack_and_wait);
   for (size_t i = 0; i < sizeof g_static_data; i += 4096) g_static_data[i] = 1;
+  // The heap's peak comes after the stack is written, however late the thread runs, so the
+  // sample at the peak holds both (on a loaded machine it once came first: 16.2 MiB non-heap).
+  while (!g_stack_touched.load()) usleep(1000);
   auto* heap = static_cast<char*>(keep(malloc_(4 << 20)));
   std::memset(heap, 1, 4 << 20);
   usleep(60000);
