@@ -24,7 +24,8 @@ inline int scaled(int n) {
 void register_classic(Registry& r);   // workloads.cpp: the project's own eight
 void register_standard(Registry& r);  // standard_suite.cpp: models of the field's suites
 
-// Writes the first and last byte of each page-sized step of [p, p+n): the page is really used.
+// Writes the first and last byte of [p, p+n): the block is really used, its first and last
+// pages resident, as a program that fills in a header and a terminator.
 inline void touch(void* p, std::size_t n) {
   if (n == 0) return;
   auto* c = static_cast<volatile char*>(p);

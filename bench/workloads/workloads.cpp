@@ -54,7 +54,16 @@ void thread_churn() {
 void mixed_lifetimes() {
   std::mt19937 rng(3);
   std::vector<void*> longlived(100000);
-  for (auto& p : longlived) p = std::malloc(small_size(rng, 16, 2048));
+  // Every block is written, as a program writes the objects it creates: blocks no one writes
+  // measured only whether the allocator itself writes into freed blocks (jemalloc, which keeps
+  // its free lists outside them, read 10.7 MiB for 42 MiB live; the others 46 to 53).
+  auto fresh = [&rng] {
+    const std::size_t n = small_size(rng, 16, 2048);
+    void* p = std::malloc(n);
+    touch(p, n);
+    return p;
+  };
+  for (auto& p : longlived) p = fresh();
   for (int i = 0; i < 1'500'000; ++i) {
     void* tmp[4];
     for (auto& t : tmp) {
@@ -66,7 +75,7 @@ void mixed_lifetimes() {
     if (i % 8 == 0) {
       auto& p = longlived[rng() % longlived.size()];
       std::free(p);
-      p = std::malloc(small_size(rng, 16, 2048));
+      p = fresh();
     }
   }
   for (void* p : longlived) std::free(p);
