@@ -51,11 +51,14 @@ void* take_slot(Quarantine& q, unsigned i) {
   return p;
 }
 
-void empty(void* quarantine) {
-  auto& q = *static_cast<Quarantine*>(quarantine);
+void empty(Quarantine& q) {
   while (q.count > 0) release(take_slot(q, q.count - 1));
 }
-constinit os::ThreadExitHook g_quarantine_exit(&empty);
+void empty_at_thread_exit(void* quarantine) {
+  const PoolCall name("thread exit");
+  empty(*static_cast<Quarantine*>(quarantine));
+}
+constinit os::ThreadExitHook g_quarantine_exit(&empty_at_thread_exit);
 
 // ---- zero-size region -----------------------------------------------------------------------
 
@@ -111,7 +114,9 @@ void quarantine_put(void* p, std::size_t bytes) noexcept {
   Quarantine& q = tl_quarantine;
   if (q.count == kQuarantineSlots) [[likely]] {
     // Full: the new block takes a slot drawn at random, whose block leaves.
-    q.rng ^= q.rng << 13, q.rng ^= q.rng >> 7, q.rng ^= q.rng << 17;  // xorshift64
+    // A 64-bit LCG (Knuth's MMIX constants), its top bits: one multiply, where a xorshift took
+    // six dependent steps.
+    q.rng = q.rng * 6364136223846793005ull + 1442695040888963407ull;
     const unsigned i = unsigned(q.rng >> (64 - kSlotBits));
     void* out = q.block[i];
     check_freed("free()", out, q.bytes[i]);
@@ -137,7 +142,7 @@ void quarantine_put(void* p, std::size_t bytes) noexcept {
 
 bool quarantine_drain() noexcept {
   const bool any = tl_quarantine.count > 0;
-  empty(&tl_quarantine);
+  empty(tl_quarantine);
   return any;
 }
 

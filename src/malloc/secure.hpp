@@ -101,8 +101,9 @@ struct SlackWindow {
   unsigned lo, hi;
 };
 inline SlackWindow slack_window(std::size_t bytes, std::size_t request) noexcept {
-  const std::size_t room = bytes - kTrailerBytes;  // request <= room
-  const std::size_t at = room - request >= 16 ? request : room >= 16 ? room - 16 : 0;
+  const std::size_t room = bytes - kTrailerBytes;       // request <= room
+  const std::size_t last = room >= 16 ? room - 16 : 0;  // the last window inside the room
+  const std::size_t at = request < last ? request : last;
   const std::size_t hi = room - at < 16 ? room - at : 16;
   return SlackWindow{at, unsigned(request - at), unsigned(hi)};
 }
