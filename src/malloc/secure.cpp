@@ -30,9 +30,16 @@ struct Quarantine {
 };
 thread_local constinit Quarantine tl_quarantine [[gnu::tls_model("initial-exec")]] = {};
 
-void check_freed(const char* call, const void* p, std::size_t bytes) {
-  if (!holds_freed_fill(p, bytes, pool_free_tag(p)))
-    bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
+[[noreturn, gnu::noinline, gnu::cold]] void report_write_after_free(const char* call,
+                                                                    const void* p) {
+  bad_pointer(call, "write after free detected (a freed block's fill was overwritten)", p);
+}
+
+// Inline, the report out of line: the full quarantine's path then calls nothing but the block's
+// release, as a tail call, and saves no register (18 instructions a free fewer).
+[[gnu::always_inline]] inline void check_freed(const char* call, const void* p, std::size_t bytes) {
+  if (!holds_freed_fill(p, bytes, pool_free_tag(p))) [[unlikely]]
+    report_write_after_free(call, p);
 }
 
 // Gives a block that left the quarantine, checked and still tagged, back to its slab.
@@ -110,21 +117,12 @@ void report_overflow(const char* call, const void* p, bool trailer) noexcept {
               p);
 }
 
-void quarantine_put(void* p, std::size_t bytes) noexcept {
-  Quarantine& q = tl_quarantine;
-  if (q.count == kQuarantineSlots) [[likely]] {
-    // Full: the new block takes a slot drawn at random, whose block leaves.
-    // A 64-bit LCG (Knuth's MMIX constants), its top bits: one multiply, where a xorshift took
-    // six dependent steps.
-    q.rng = q.rng * 6364136223846793005ull + 1442695040888963407ull;
-    const unsigned i = unsigned(q.rng >> (64 - kSlotBits));
-    void* out = q.block[i];
-    check_freed("free()", out, q.bytes[i]);
-    q.total += bytes - q.bytes[i];
-    q.block[i] = p;
-    q.bytes[i] = std::uint32_t(bytes);
-    release(out);
-  } else {
+namespace {
+// quarantine_put's other cases: a quarantine not full yet, or over its byte bound (big blocks came
+// in). Over the bound, slot 0's block leaves (slot 1's while slot 0 holds the new one), until the
+// bound holds or only the new block is left.
+[[gnu::noinline]] void quarantine_put_slow(Quarantine& q, void* p, std::size_t bytes) {
+  if (q.count < kQuarantineSlots) {
     if (!q.armed) {
       q.armed = true;
       q.rng = os::process_secret() ^ addr(&q);
@@ -135,9 +133,29 @@ void quarantine_put(void* p, std::size_t bytes) noexcept {
     ++q.count;
     q.total += bytes;
   }
-  // Over the byte bound (big blocks came in): slot 0's block leaves (slot 1's while slot 0 holds
-  // the new one), until the bound holds or only the new block is left.
   while (q.total > kQuarantineBytes && q.count > 1) release(take_slot(q, q.block[0] == p ? 1 : 0));
+}
+}  // namespace
+
+void quarantine_put(void* p, std::size_t bytes) noexcept {
+  Quarantine& q = tl_quarantine;
+  if (q.count < kQuarantineSlots) [[unlikely]]
+    return quarantine_put_slow(q, p, bytes);
+  // Full: the new block takes a slot drawn at random, whose block leaves. A 64-bit LCG (Knuth's
+  // MMIX constants), its top bits: one multiply, where a xorshift took six dependent steps.
+  q.rng = q.rng * 6364136223846793005ull + 1442695040888963407ull;
+  const unsigned i = unsigned(q.rng >> (64 - kSlotBits));
+  void* out = q.block[i];
+  const std::uint32_t out_bytes = q.bytes[i];
+  check_freed("free()", out, out_bytes);
+  q.total += bytes - out_bytes;
+  q.block[i] = p;
+  q.bytes[i] = std::uint32_t(bytes);
+  if (q.total > kQuarantineBytes) [[unlikely]] {
+    release(out);
+    return quarantine_put_slow(q, p, bytes);
+  }
+  release(out);
 }
 
 bool quarantine_drain() noexcept {
