@@ -197,7 +197,9 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
 inline void* secure_pooled(unsigned cls, std::size_t size) {
   bool zeroed = false;  // never: the secure build carves no untouched blocks
   void* p = alloc_pooled(cls, &zeroed);
-  if (p != nullptr) arm_new(p, class_size(cls), size);
+  if (p == nullptr) return nullptr;
+  (void)os::process_secret();  // drawn before the first block is armed (trailer_check)
+  arm_new(p, class_size(cls), size);
   return p;
 }
 
@@ -403,10 +405,11 @@ void* ak_malloc(size_t size) noexcept {
     // A pooled block with room for the trailer (so never the 8-byte class), popped and armed.
     if (size - 1 < kMaxPooledSize - kTrailerBytes) [[likely]] {
       const unsigned cls = malloc_class(size + kTrailerBytes);
-      if (void* p = pool_pop(cls)) [[likely]] {
+      PoolBlock* head;
+      if (void* p = pool_pop_unchecked(cls, &head)) [[likely]] {
         p = take_popped(p, cls);
-        arm_new(p, class_size(cls), size);
-        return p;
+        arm_new(p, kSecureClassBytes.of[cls], size);
+        return pool_checked_head(p, head);
       }
     }
     return malloc_slow(size);

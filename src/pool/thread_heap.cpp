@@ -804,6 +804,12 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
 // ---------------------------------------------------------------------------------------------
 
 #if AK_SECURE
+void* pool_checked_head(void* p, const PoolBlock* head) noexcept {
+  if (head != nullptr && !pool_is_handed_out_block(head)) [[unlikely]]
+    fail_link("free-list link overwritten", p, head);
+  return p;
+}
+
 PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept {
   if (decoded != nullptr && !pool_is_handed_out_block(decoded)) [[unlikely]]
     fail_link("free-list link overwritten", block, decoded);
