@@ -140,7 +140,7 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 
 // Tags medium block `p` of slab `s` as freed, sealing it past its first page when the guard says
 // so; the seal comes first, so no other thread can take the block before it is sealed.
-void free_medium(const char* call, Slab* s, void* p) {
+[[gnu::noinline]] void free_medium(const char* call, Slab* s, void* p) {
   if (carries_freed_tag(p)) bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
   const bool seal = s->block_size >= kSealableMediumBytes && should_seal(s->block_size) &&
@@ -256,20 +256,23 @@ inline std::size_t secure_request(const char* call, const void* p, Pooled b) {
   return n;
 }
 
+// secure_free of a pointer that is not a pooled block: a zero-size block, a large one, or a bad
+// pointer. Out of line, so the pooled path calls nothing but the quarantine, as a tail call.
+[[gnu::noinline]] void secure_free_unpooled(const char* call, void* p, std::size_t size) {
+  if (in_zero_region(p)) {
+    if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
+    return zero_free(call, p);
+  }
+  if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
+}
+
 // Frees `p` after checking it, and, unless kAnySize / 0, the size and alignment the call states.
 inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
                         std::size_t align = 0) {
   if (align > 1 && addr(p) % align != 0)
     bad_pointer(call, "invalid pointer (misaligned for the alignment given)", p);
   const Pooled b = secure_pooled_block(call, p, "double free detected");
-  if (b.slab == nullptr) {
-    if (in_zero_region(p)) {
-      if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
-      return zero_free(call, p);
-    }
-    if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
-    return;
-  }
+  if (b.slab == nullptr) return secure_free_unpooled(call, p, size);
   const std::size_t request = checked_request(call, p, b.bytes);
   if (size != kAnySize && size != request) bad_pointer(call, "sized free with the wrong size", p);
   if (b.bytes >= kSealableMediumBytes) return free_medium(call, b.slab, p);
