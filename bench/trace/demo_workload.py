@@ -1,7 +1,8 @@
 """The demo's recorded program: a small multi-threaded request handler in pure Python (run with
 PYTHONMALLOC=malloc so every object comes from malloc). Three worker threads parse JSON
 requests, build responses, keep an LRU cache and hand results to the main thread, which frees
-them: short-lived objects, long-lived cache entries and cross-thread frees."""
+them: short-lived objects, long-lived cache entries and cross-thread frees. Argument: how many
+requests (default 12000)."""
 import collections
 import json
 import queue
@@ -61,4 +62,5 @@ def main(n=12000, threads=3):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 12000)
