@@ -301,7 +301,7 @@ inline void* pool_pop(unsigned cls) noexcept {
 // The secure build's malloc fast path: pops as pool_pop, but hands the decoded link, now the bin's
 // head, to the caller unchecked in `*head`. The caller checks it last (pool_checked_head), before
 // the block is returned and before the head is ever followed, as a tail call: the path around it
-// then keeps no register across a call (12 instructions a malloc).
+// then keeps no register across a call.
 inline void* pool_pop_unchecked(unsigned cls, PoolBlock** head) noexcept {
   Bin& bin = tl_heap->bins[cls];
   PoolBlock* b = bin.free;
