@@ -257,8 +257,9 @@ inline std::size_t secure_request(const char* call, const void* p, Pooled b) {
 }
 
 // secure_free of a pointer that is not a pooled block: a zero-size block, a large one, or a bad
-// pointer. Out of line, so the pooled path calls nothing but the quarantine, as a tail call.
-[[gnu::noinline]] void secure_free_unpooled(const char* call, void* p, std::size_t size) {
+// pointer. Out of line, so the pooled path calls nothing but the quarantine, as a tail call;
+// inline, so the default build, which never calls it, never emits it.
+[[gnu::noinline]] inline void secure_free_unpooled(const char* call, void* p, std::size_t size) {
   if (in_zero_region(p)) {
     if (size != kAnySize && size != 0) bad_pointer(call, "sized free with the wrong size", p);
     return zero_free(call, p);
