@@ -224,6 +224,16 @@ Timeline resolve(const Trace& trace) {
     for (size_t j = i + 1; j < keys.size() && keys[j].time <= until; ++j)
       if ((taken.empty() || !taken[j]) && !visit(j)) return;
   };
+  // scan_ahead over the other threads' halves on `address`: visit(j, acquires) for each, until
+  // one returns false or a half of keys[i]'s own thread on the address is met (its own order
+  // decides from there).
+  auto scan_address = [&](size_t i, uint64_t address, auto&& visit) {
+    scan_ahead(i, [&](size_t j) {
+      const bool acq = acquires(j, address);
+      if (!acq && !releases_at(j, address)) return true;
+      return keys[j].thread != keys[i].thread && visit(j, acq);
+    });
+  };
   // The release of `address` by another thread after which keys[i]'s acquire belongs (see
   // kStampSlackNs and kUnstampedFlag), or keys.size(): the last one ahead that no other
   // thread's acquire of it follows, else the first. An unstamped call may lie a long way past
@@ -232,16 +242,9 @@ Timeline resolve(const Trace& trace) {
   // ends the search: its own order decides.
   auto release_before = [&](size_t i, uint64_t address) {
     size_t first = keys.size(), last = keys.size();
-    scan_ahead(i, [&](size_t j) {
-      const bool acq = acquires(j, address), rel = !acq && releases_at(j, address);
-      if (!acq && !rel) return true;
-      if (keys[j].thread == keys[i].thread) return false;
-      if (rel) {
-        if (first == keys.size()) first = j;
-        last = j;
-      } else {
-        last = keys.size();
-      }
+    scan_address(i, address, [&](size_t j, bool acq) {
+      if (!acq && first == keys.size()) first = j;
+      last = acq ? keys.size() : j;
       return true;
     });
     return last != keys.size() ? last : first;
@@ -253,10 +256,7 @@ Timeline resolve(const Trace& trace) {
   // acquire binds to this release alone.
   auto acquire_before = [&](size_t i, uint64_t address) {
     size_t found = keys.size();
-    scan_ahead(i, [&](size_t j) {
-      const bool acq = acquires(j, address), rel = !acq && releases_at(j, address);
-      if (!acq && !rel) return true;
-      if (keys[j].thread == keys[i].thread) return false;
+    scan_address(i, address, [&](size_t j, bool acq) {
       found = acq ? j : keys.size();
       return true;
     });
