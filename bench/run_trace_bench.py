@@ -309,7 +309,7 @@ def main():
                   [os.path.join(build, "bench", "malloc_workloads"), "larson", "0.05"], {}),
                  ("malloc_workloads xmalloc 0.02 (batches handed between 2 threads, 2M calls)",
                   [os.path.join(build, "bench", "malloc_workloads"), "xmalloc", "0.02"], {}),
-                 # One thread: the recorder reads the clock on one call in 8 (sampled_stamp).
+                 # The recorder reads the clock on one call in 8 in every thread (sampled_stamp).
                  ("git log --stat -n 2000 (this repository, one thread)",
                   ["git", "-C", os.path.dirname(HERE), "log", "--stat", "-n", "2000"], {})]
         over = []

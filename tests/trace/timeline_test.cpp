@@ -124,6 +124,31 @@ TEST(Timeline, AnUnstampedMallocWaitsForTheLastFreeOfItsAddressWithinItsStamps) 
   EXPECT_EQ(tl.per_thread[1][2].old_slot, tl.per_thread[1][1].slot);
 }
 
+TEST(Timeline, AnUnstampedMallocOfAFreeAddressFollowsAnotherThreadsUseOfItWithinItsStamps) {
+  // Thread 1's malloc of 0x100 lies between t=10 and t=1000, and 0x100 is not live at t=10;
+  // meanwhile thread 2 took 0x100 (t=100) and freed it (t=200). Thread 1 got it after that free.
+  Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x900), loose(ev(Op::kMalloc, 10, 16, 0, 0x100)),
+                         ev(Op::kFree, 1000, 0x100, 0, 0)},
+                        {ev(Op::kMalloc, 100, 8, 0, 0x100), ev(Op::kFree, 200, 0x100, 0, 0)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[1][1].old_slot, tl.per_thread[1][0].slot);
+  EXPECT_EQ(tl.per_thread[0][2].old_slot, tl.per_thread[0][1].slot);
+  EXPECT_EQ(tl.slot_bytes[tl.per_thread[0][1].slot], 16u);
+  EXPECT_EQ(tl.cross_thread_frees, 0u);
+  // When the other thread's first half on the address is a free, it frees this call's block
+  // (handed over): the call stands at its earliest.
+  Trace handed =
+      two_threads({ev(Op::kMalloc, 10, 8, 0, 0x900), loose(ev(Op::kMalloc, 10, 16, 0, 0x100)),
+                   ev(Op::kMalloc, 1000, 8, 0, 0xa00)},
+                  {ev(Op::kFree, 200, 0x100, 0, 0), ev(Op::kMalloc, 300, 8, 0, 0x100),
+                   ev(Op::kFree, 400, 0x100, 0, 0)});
+  Timeline th = resolve(handed);
+  EXPECT_EQ(th.problems.total(), 0u);
+  EXPECT_EQ(th.per_thread[1][0].old_slot, th.per_thread[0][1].slot);
+  EXPECT_EQ(th.cross_thread_frees, 1u);
+}
+
 TEST(Timeline, AnUnstampedFreeIsMatchedWithTheMallocItFollowed) {
   // Thread 2's free of 0x300 carries its previous stamp, t=10; thread 1's malloc returned 0x300
   // at t=100, before thread 2's next stamp (t=400). The malloc came first.

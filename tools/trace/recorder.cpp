@@ -474,8 +474,6 @@ AK_EXPORT void* pvalloc(size_t n) {
 AK_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                              void* arg) {
   ensure_real();
-  // Every call is stamped from now on; not for the recorder's own sampler thread (tl_busy).
-  if (tl_busy == 0) g_threaded.store(true, std::memory_order_relaxed);
   if (recording()) return create_registered_thread(g_real.pthread_create, thread, attr, fn, arg);
   return g_real.pthread_create(thread, attr, fn, arg);
 }

@@ -29,7 +29,6 @@ constinit thread_local ThreadLog* tl_log = nullptr;
 constinit thread_local uint32_t tl_thread = 0;
 constinit thread_local int tl_busy = 0;
 std::atomic<uint32_t> g_coarse_tick{0};
-std::atomic<bool> g_threaded{false};
 constinit thread_local uint32_t tl_unstamped_left = 0;
 constinit thread_local uint32_t tl_tick_seen = 0;
 

@@ -73,23 +73,21 @@ inline uint64_t stamp_ticks() {
 }
 
 // Stamps of plain calls (all but realloc, whose duration needs both ends). The rdtsc is half of
-// the recorder's cost on a malloc/free loop, so while the program has one thread it reads the
-// clock on one call in kStampEvery, and on the first call after the coarse tick moved: the
-// memory sampler advances g_coarse_tick every kRssPeriodMs, so a program that calls rarely still
-// stamps every call. The calls between go unstamped (0; kUnstampedFlag): each lies between the
-// stamps around it, and readers place it there (timeline.cpp). Once the program has started a
-// thread, every call is stamped: a thread that blocks (a join, Python's GIL) between two stamps
-// leaves its calls a span of milliseconds, in which other threads take and free blocks at the
-// same addresses, and which of them a free met can no longer be told (the python3 demo's four
-// threads: 1 to 25 misattributed calls in 8.5M). Cost of an unstamped call: three loads, a
+// the recorder's cost on a malloc/free loop, so each thread reads the clock on one call in
+// kStampEvery, and on the first call after the coarse tick moved: the memory sampler advances
+// g_coarse_tick every kRssPeriodMs, so a program that calls rarely still stamps every call. The
+// calls between go unstamped (0; kUnstampedFlag): each lies between its thread's stamps around
+// it, and readers place it there and match it across threads within that span (timeline.cpp).
+// A thread that blocks between two stamps (a join, Python's GIL) leaves its calls a span of up
+// to two ticks, in which other threads may take and free blocks at the same addresses; the
+// reader orders such calls by the addresses they share (timeline_sampled_test.cpp measures how
+// rarely it picks another order than the program's). Cost of an unstamped call: three loads, a
 // compare and a decrement.
 constexpr uint32_t kStampEvery = 8;
 extern std::atomic<uint32_t> g_coarse_tick;
-extern std::atomic<bool> g_threaded;  // the program has started a thread (pthread_create)
 extern constinit thread_local uint32_t tl_unstamped_left;  // calls left before the next stamp
 extern constinit thread_local uint32_t tl_tick_seen;       // g_coarse_tick at the last stamp
 inline uint64_t sampled_stamp() {
-  if (g_threaded.load(std::memory_order_relaxed)) return stamp_ticks();
   const uint32_t tick = g_coarse_tick.load(std::memory_order_relaxed);
   if (tl_unstamped_left > 0 && tick == tl_tick_seen) [[likely]] {
     --tl_unstamped_left;

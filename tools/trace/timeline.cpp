@@ -159,8 +159,9 @@ Timeline resolve(const Trace& trace) {
     if (!e.unstamped) return k.time;
     return std::max((k.index & kAcquire) ? e.time_ns : call_start(e), k.time);
   };
-  // The release half of key k: frees the block at its address.
-  auto release = [&](const Key& k) {
+  // The release half of key k: frees the block at its address, no earlier than `floor` (the
+  // half it was deferred behind).
+  auto release = [&](const Key& k, uint64_t floor) {
     const Event& e = trace.threads[k.thread].events[k.index];
     if (!frees_old_block(e)) return;
     auto it = live.find(e.a);
@@ -175,7 +176,7 @@ Timeline resolve(const Trace& trace) {
     r.old_slot = it->second;
     if (e.op == Op::kFree && e.c != 0)
       tl.slot_pages[r.old_slot] = uint32_t(std::min<uint64_t>(e.b, UINT32_MAX - 1) + 1);
-    release_slot(r.old_slot, k.thread, placed(k));
+    release_slot(r.old_slot, k.thread, std::max(placed(k), floor));
     live.erase(it);
   };
   // The recorder's memory samples, in time order: each follows a tick of the clock that makes
@@ -224,14 +225,30 @@ Timeline resolve(const Trace& trace) {
     for (size_t j = i + 1; j < keys.size() && keys[j].time <= until; ++j)
       if ((taken.empty() || !taken[j]) && !visit(j)) return;
   };
-  // scan_ahead over the other threads' halves on `address`: visit(j, acquires) for each, until
-  // one returns false or a half of keys[i]'s own thread on the address is met (its own order
-  // decides from there).
-  auto scan_address = [&](size_t i, uint64_t address, auto&& visit) {
+  // scan_ahead over the other threads' halves on `address`: visit(Ahead) for each, until one
+  // returns false or a half of keys[i]'s own thread on the address is met (its own order decides
+  // from there); with `past_own_run`, the search goes on past the later calls of keys[i]'s own
+  // run of unstamped calls (between the same two stamps), which tell nothing of other threads.
+  struct Ahead {
+    size_t j;
+    bool acquires;
+    bool before;  // can have happened no later than keys[i]'s call can have
+    bool pinned;  // stamped or `before`: else it may as well follow keys[i]'s call
+  };
+  auto unstamped = [&](const Key& k) {
+    return trace.threads[k.thread].events[k.index & ~kAcquire].unstamped;
+  };
+  auto scan_address = [&](size_t i, uint64_t address, bool past_own_run, auto&& visit) {
+    const uint64_t mine = latest(keys[i]);
     scan_ahead(i, [&](size_t j) {
       const bool acq = acquires(j, address);
       if (!acq && !releases_at(j, address)) return true;
-      return keys[j].thread != keys[i].thread && visit(j, acq);
+      const Key& o = keys[j];
+      const uint64_t theirs = latest(o);
+      if (o.thread == keys[i].thread)
+        return past_own_run && unstamped(keys[i]) && unstamped(o) && o.time == keys[i].time &&
+               theirs == mine;
+      return visit(Ahead{j, acq, theirs <= mine, !unstamped(o) || theirs <= mine});
     });
   };
   // The release of `address` by another thread after which keys[i]'s acquire belongs (see
@@ -240,55 +257,100 @@ Timeline resolve(const Trace& trace) {
   // its order time (its thread ran on without a stamp, or was descheduled) while other threads
   // took and freed blocks at that address. A later call of the acquiring thread on the address
   // ends the search: its own order decides.
-  auto release_before = [&](size_t i, uint64_t address) {
+  // `fresh`: the address is not live, so the acquire may simply stand; it waits only when
+  // another thread takes the address ahead, and not when another thread's release of it comes
+  // first (that thread frees the block this acquire returned).
+  auto release_before = [&](size_t i, uint64_t address, bool fresh) {
     size_t first = keys.size(), last = keys.size();
-    scan_address(i, address, [&](size_t j, bool acq) {
-      if (!acq && first == keys.size()) first = j;
-      last = acq ? keys.size() : j;
+    bool taken_ahead = false;
+    scan_address(i, address, false, [&](const Ahead& h) {
+      if (fresh && !taken_ahead && !(h.acquires && h.before)) return false;
+      taken_ahead |= h.acquires;
+      if (!h.acquires && first == keys.size()) first = h.j;
+      if (h.pinned) last = h.acquires ? keys.size() : h.j;
       return true;
     });
     return last != keys.size() ? last : first;
   };
+  // Tracks, in `found`, the last acquire seen that no pinned release follows; a pinned acquire
+  // replaces an earlier one, an unpinned one only fills an empty `found` (it may follow the call).
+  auto track_acquire = [&](size_t& found, const Ahead& h) {
+    if (h.acquires && (h.pinned || found == keys.size()))
+      found = h.j;
+    else if (!h.acquires && h.pinned)
+      found = keys.size();
+  };
   // Another thread's acquire of `address` that keys[i]'s release of an address not live must
   // follow, or keys.size(): the last one ahead that no other thread's release follows (the block
-  // this thread was handed). An unstamped free's order time may precede the malloc it frees by
-  // as long as its thread went without a stamp (blocked in a join, say). Taken early, that
-  // acquire binds to this release alone.
+  // this thread was handed; see track_acquire). An unstamped free's order time may precede the
+  // malloc it frees by as long as its thread went without a stamp (blocked in a join, say).
+  // Taken early, that acquire binds to this release alone.
   auto acquire_before = [&](size_t i, uint64_t address) {
     size_t found = keys.size();
-    scan_address(i, address, [&](size_t j, bool acq) {
-      found = acq ? j : keys.size();
+    scan_address(i, address, true, [&](const Ahead& h) {
+      track_acquire(found, h);
       return true;
     });
     return found;
   };
-  std::multimap<size_t, size_t> deferred;  // key -> acquires to run right after it
-  // The acquire half of keys[i]; `may_defer`: once, it may wait for a release ahead.
-  auto acquire = [&](size_t i, bool may_defer) {
+  // The acquire by another thread after which keys[i]'s unstamped release of a live `address`
+  // belongs, or keys.size(). When another thread frees the live block within the call's span,
+  // this call freed a later block there (a thread that waited for Python's GIL frees an object
+  // another thread made): the last acquire ahead that no other release follows.
+  auto acquire_after = [&](size_t i, uint64_t address) {
+    size_t found = keys.size();
+    bool freed_ahead = false;
+    scan_address(i, address, false, [&](const Ahead& h) {
+      if (!freed_ahead) {
+        if (h.acquires) return false;
+        if (!h.pinned) return true;  // it may free a later block than the live one
+        freed_ahead = true;
+      }
+      track_acquire(found, h);
+      return true;
+    });
+    return found;
+  };
+  std::multimap<size_t, size_t> deferred;  // key -> halves to run right after it
+  // The acquire half of keys[i], no earlier than `floor`; `may_defer`: once, it may wait for a
+  // release ahead. False when it waits.
+  auto acquire = [&](size_t i, bool may_defer, uint64_t floor) -> bool {
     const Key& k = keys[i];
     const Event& e = trace.threads[k.thread].events[k.index & ~kAcquire];
     Resolved& r = tl.per_thread[k.thread][k.index & ~kAcquire];
     if (e.result == 0) {  // acquire half of a call that returned nothing
       if (!(is_realloc(e.op) && requested_bytes(e) == 0)) ++tl.problems.failed_allocs;
-      return;
+      return true;
     }
     auto [it, fresh] = live.try_emplace(e.result, tl.slots);
+    if (fresh && may_defer && e.unstamped && !deferred.contains(i)) {
+      // An unstamped call lies anywhere up to its latest: when another thread takes and frees
+      // the address within that span, this call got the block after it (unless a release
+      // already waits for this very call).
+      if (const size_t j = release_before(i, e.result, true); j < keys.size()) {
+        live.erase(it);
+        deferred.emplace(j, i);
+        return false;
+      }
+    }
     if (!fresh) {
-      if (const size_t j = may_defer ? release_before(i, e.result) : keys.size(); j < keys.size()) {
+      if (const size_t j = may_defer ? release_before(i, e.result, false) : keys.size();
+          j < keys.size()) {
         // By the stamps, this call returned the block before another thread's free of it: that
         // free came first.
         deferred.emplace(j, i);
-        return;
+        return false;
       } else {  // the program freed this block but the journal lost the free
         ++tl.problems.reused_live;
         r.repair_slot = it->second;
-        release_slot(r.repair_slot, k.thread, placed(k));
+        release_slot(r.repair_slot, k.thread, std::max(placed(k), floor));
         it->second = tl.slots;
       }
     }
     r.slot = tl.slots++;
     tl.slot_bytes.push_back(requested_bytes(e));
-    tl.slot_born_ns.push_back(placed(k));
+    const uint64_t born = std::max(placed(k), floor);
+    tl.slot_born_ns.push_back(born);
     tl.slot_died_ns.push_back(UINT64_MAX);
     tl.slot_thread.push_back(k.thread);
     tl.slot_pages.push_back(0);
@@ -296,31 +358,57 @@ Timeline resolve(const Trace& trace) {
     ++live_count;
     if (live_bytes > tl.peak_live_bytes) {
       tl.peak_live_bytes = live_bytes;
-      tl.peak_ns = placed(k);
+      tl.peak_ns = born;
       tl.peak_slot = r.slot;
     }
     tl.peak_live_count = std::max(tl.peak_live_count, live_count);
+    return true;
+  };
+  // Runs the halves that wait for key i, once it ran, then those that wait for them: each once,
+  // with no further wait, no earlier than the half it waited for.
+  std::vector<size_t> ran;
+  auto run_waiting = [&](size_t i) {
+    ran.assign(1, i);
+    while (!ran.empty()) {
+      const size_t before = ran.back();
+      ran.pop_back();
+      const uint64_t floor = placed(keys[before]);
+      for (auto d = deferred.find(before); d != deferred.end(); d = deferred.find(before)) {
+        const size_t h = d->second;
+        deferred.erase(d);
+        if (keys[h].index & kAcquire)
+          acquire(h, false, floor);
+        else
+          release(keys[h], floor);
+        ran.push_back(h);
+      }
+    }
   };
   for (size_t i = 0; i < keys.size(); ++i) {
     const Key& k = keys[i];
+    bool ran_now = true;
     if (k.index & kAcquire) {
-      if (taken.empty() || !taken[i]) acquire(i, true);
+      if (taken.empty() || !taken[i]) ran_now = acquire(i, true, 0);
     } else {
       const Event& e = trace.threads[k.thread].events[k.index];
-      if (frees_old_block(e) && !live.contains(e.a))
+      size_t after = keys.size();
+      if (frees_old_block(e) && !live.contains(e.a)) {
         if (const size_t j = acquire_before(i, e.a); j < keys.size()) {
           if (taken.empty()) taken.resize(keys.size());
           taken[j] = 1;
-          acquire(j, false);
+          if (acquire(j, false, 0)) run_waiting(j);
         }
-      release(k);
+      } else if (frees_old_block(e) && e.unstamped) {
+        after = acquire_after(i, e.a);
+      }
+      if (after < keys.size()) {
+        deferred.emplace(after, i);
+        ran_now = false;
+      } else {
+        release(k, 0);
+      }
     }
-    // Acquires placed after key i: each once, with no further wait.
-    for (auto d = deferred.find(i); d != deferred.end(); d = deferred.find(i)) {
-      const size_t a = d->second;
-      deferred.erase(d);
-      acquire(a, false);
-    }
+    if (ran_now) run_waiting(i);
   }
   return tl;
 }
