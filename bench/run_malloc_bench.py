@@ -55,15 +55,19 @@ def run_workload(binary, workload, allocators, reps, envs=None):
 
 
 # Issue 11's python3 workload: the trace demo's request handler (3 threads, JSON, an LRU cache,
-# cross-thread frees) with every object from malloc, 120,000 requests (about 3 s).
+# cross-thread frees), 120,000 requests (about 3 s), in two modes: as python3 runs by default
+# (objects up to 512 bytes from its own pymalloc arenas, the rest from malloc), and with every
+# object from malloc (PYTHONMALLOC=malloc, the harshest case for an allocator).
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_CMD = ["/usr/bin/python3", os.path.join(HERE, "trace", "demo_workload.py"), "120000"]
 PYTHON_ROW = "python3 demo_workload.py"
+PYTHON_MODES = {"as run (pymalloc)": {}, "PYTHONMALLOC=malloc": {"PYTHONMALLOC": "malloc"}}
 
 
-def run_python(preload, extra_env=None):
+def run_python(preload, mode_env, extra_env=None):
     """Wall and CPU seconds (user + system, from wait4: the child's alone) of one run."""
-    env = dict(os.environ, PYTHONMALLOC="malloc", **(extra_env or {}))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    env.update(mode_env, **(extra_env or {}))
     if preload:
         env["LD_PRELOAD"] = preload
     start = time.monotonic()
@@ -76,16 +80,20 @@ def run_python(preload, extra_env=None):
 
 
 def run_python_rows(runs, envs, reps):
-    """The python3 workload under each base and hardened build, rotating: the median run of each."""
+    """The python3 workload in each mode under each base and hardened build, rotating: the median
+    run of each, by mode."""
     names = ["glibc", "glibc-check3", "allockit", "allockit-secure"]
-    got = {n: [] for n in names if n in runs}
-    for rep, order in benchlib.rotations(got, reps):
-        for n in order:
-            print(f"+ {n} {PYTHON_ROW} ({rep + 1}/{reps})", flush=True)
-            got[n].append(run_python(runs[n], envs.get(n)))
-    return {n: dict(sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2],
-                    cpu_s=sorted(r["cpu_s"] for r in rs)[len(rs) // 2], runs=rs)
-            for n, rs in got.items()}
+    out = {}
+    for mode, mode_env in PYTHON_MODES.items():
+        got = {n: [] for n in names if n in runs}
+        for rep, order in benchlib.rotations(got, reps):
+            for n in order:
+                print(f"+ {n} {PYTHON_ROW}, {mode} ({rep + 1}/{reps})", flush=True)
+                got[n].append(run_python(runs[n], mode_env, envs.get(n)))
+        out[mode] = {n: dict(sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2],
+                             cpu_s=sorted(r["cpu_s"] for r in rs)[len(rs) // 2], runs=rs)
+                     for n, rs in got.items()}
+    return out
 
 
 def geomean(xs):
@@ -139,22 +147,26 @@ def hardened_section(doc, cells):
     for v, b in pairs:
         t, r = geo[(v, "seconds")], geo[(v, "peak_rss_kib")]
         lines.append(f"| {v} / {b} | {t[0]:.2f}x | {t[2]:.2f}x ({t[1]}) | {r[0]:.2f}x | {r[2]:.2f}x ({r[1]}) |")
-    py = doc.get("python", {})
-    py_pairs = [(v, b) for v, b in pairs if v in py and b in py]
-    if py_pairs:
-        lines += ["", f"{PYTHON_ROW}: `PYTHONMALLOC=malloc {' '.join(os.path.basename(c) for c in PYTHON_CMD)}`, "
-                  f"median of {doc.get('reps', 5)} runs, rotating; wall time, and CPU time (user and system).", "",
-                  "| build | wall (s) | base wall (s) | wall ratio | CPU ratio |", "|---|---|---|---|---|"]
-        for v, b in py_pairs:
-            lines.append(f"| {v} / {b} | {py[v]['seconds']:.3f} | {py[b]['seconds']:.3f} | "
-                         f"{py[v]['seconds'] / py[b]['seconds']:.2f}x | {py[v]['cpu_s'] / py[b]['cpu_s']:.2f}x |")
+    modes = doc.get("python", {})
+    if modes:
+        lines += ["", f"{PYTHON_ROW}: `{' '.join(os.path.basename(c) for c in PYTHON_CMD)}`, as python3 runs "
+                  "by default (objects up to 512 bytes from its pymalloc arenas) and with `PYTHONMALLOC=malloc` "
+                  f"(every object from malloc); median of {doc.get('reps', 5)} runs, rotating; wall time, and "
+                  "CPU time (user and system).", "",
+                  "| mode | build | wall (s) | base wall (s) | wall ratio | CPU ratio |", "|---|---|---|---|---|---|"]
+        for mode, py in modes.items():
+            for v, b in [(v, b) for v, b in pairs if v in py and b in py]:
+                lines.append(f"| {mode} | {v} / {b} | {py[v]['seconds']:.3f} | {py[b]['seconds']:.3f} | "
+                             f"{py[v]['seconds'] / py[b]['seconds']:.2f}x | {py[v]['cpu_s'] / py[b]['cpu_s']:.2f}x |")
     if ("allockit-secure", "seconds") in geo:
         t, r = geo[("allockit-secure", "seconds")], geo[("allockit-secure", "peak_rss_kib")]
         rows = [("secure: geomean time <= 1.10x the default build", f"{t[0]:.2f}x", t[0] <= 1.10),
                 ("secure: peak RSS geomean <= 1.25x the default build", f"{r[0]:.2f}x", r[0] <= 1.25)]
-        if "allockit-secure" in py and "allockit" in py:
-            x = py["allockit-secure"]["seconds"] / py["allockit"]["seconds"]
-            rows.append(("secure: the python3 workload <= 1.15x the default build", f"{x:.2f}x", x <= 1.15))
+        for mode, py in modes.items():
+            if "allockit-secure" in py and "allockit" in py:
+                x = py["allockit-secure"]["seconds"] / py["allockit"]["seconds"]
+                rows.append((f"secure: the python3 workload, {mode}, <= 1.15x the default build",
+                             f"{x:.2f}x", x <= 1.15))
         lines += [""] + table.targets_table(rows)
     return lines
 
@@ -239,8 +251,9 @@ def main():
         cells += run_workload(binary, w, runs, args.reps, envs)
     python = run_python_rows(runs, envs, args.reps) if not args.only or "python" in args.only else {}
     if args.only:
-        for n, c in python.items():
-            print(f"{PYTHON_ROW:16} {n:16} {c['seconds']:8.3f} s  CPU {c['cpu_s']:.3f} s")
+        for mode, py in python.items():
+            for n, c in py.items():
+                print(f"{PYTHON_ROW}, {mode:20} {n:16} {c['seconds']:8.3f} s  CPU {c['cpu_s']:.3f} s")
         for c in cells:
             print(f"{c['workload']:16} {c['allocator']:10} {c['seconds']:8.3f} s "
                   f"{c['peak_rss_kib'] / 1024:7.1f} MiB")
