@@ -284,7 +284,35 @@ def render_traces(doc):
         lines.append(f"| {t['trace']} | {t['peak_live_bytes'] / 1048576:.2f} | " + " | ".join(cells) + " |")
     lines += ["", "Journal size after import: " + ", ".join(
         f"{t['trace']} {t['bytes_per_event']:.2f}" for t in doc["traces"]) + " bytes/event."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + trace_targets(doc)) + "\n"
+
+
+def trace_targets(doc):
+    """Issue 10's targets on the replays: allockit's mean and p99 per call against the best peer's
+    on each trace, its p99.9 against 1.5x the best, its peak RSS against 1.10x the leanest peer's."""
+    rows, met = [], {"mean": 0, "p99": 0, "p99.9": 0, "rss": 0}
+    traces = [t for t in doc["traces"] if all(r.get("ok") for r in t["results"])]
+    for t in traces:
+        by = {r["allocator"]: r for r in t["results"]}
+        if "allockit" not in by:
+            continue
+        ak, peers = by["allockit"], [r for n, r in by.items() if n != "allockit"]
+        ratio = {k: ak["kinds"]["all"][f] / max(min(p["kinds"]["all"][f] for p in peers), 1e-9)
+                 for k, f in (("mean", "mean_ns"), ("p99", "p99"), ("p99.9", "p99.9"))}
+        ratio["rss"] = ak["peak_rss_bytes"] / max(min(p["peak_rss_bytes"] for p in peers), 1)
+        limit = {"mean": 1.0, "p99": 1.0, "p99.9": 1.5, "rss": 1.10}
+        for k in met:
+            met[k] += ratio[k] <= limit[k]
+        rows.append(f"| {t['trace']} | " + " | ".join(
+            f"{ratio[k]:.2f}x" if ratio[k] <= limit[k] else f"**{ratio[k]:.2f}x**" for k in limit) + " |")
+    n = len(rows)
+    return ["", "## Targets (issue 10): allockit against the best peer on each trace", "",
+            "| trace | mean / best | p99 / best | p99.9 / best | peak RSS / leanest |", "|---|---:|---:|---:|---:|"] + rows + \
+        [""] + table.targets_table([
+            ("mean per call no worse than the best peer's, on every trace", f"{met['mean']} of {n}", met["mean"] == n),
+            ("p99 no worse than the best peer's, on every trace", f"{met['p99']} of {n}", met["p99"] == n),
+            ("p99.9 within 1.5x the best peer's, on every trace", f"{met['p99.9']} of {n}", met["p99.9"] == n),
+            ("peak RSS at most 1.10x the leanest peer's, on every trace", f"{met['rss']} of {n}", met["rss"] == n)])
 
 
 def main():
