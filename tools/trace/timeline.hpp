@@ -2,6 +2,7 @@
 // block lifetime given a dense slot number, so replay and stats never look up an address.
 // Replay problems of damaged or imported journals are repaired or counted here, never fatal.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ struct Trace {
 // Reads a whole journal. Throws JournalError on damage; a truncated tail is kept in truncated_at.
 Trace load_trace(const std::string& path);
 Trace load_trace(JournalReader& reader);
+
+// When a call began: a realloc's entry (its return stamp less its duration), else its stamp.
+inline uint64_t call_start(const Event& e) {
+  return is_realloc(e.op) ? e.time_ns - std::min<uint64_t>(e.duration_ns, e.time_ns) : e.time_ns;
+}
 
 inline constexpr uint32_t kNoSlot = UINT32_MAX;
 
