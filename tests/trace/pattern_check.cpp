@@ -49,8 +49,8 @@ std::map<std::string, uint64_t> count(const Trace& t, const char* prefix) {
 }
 
 // The recorder's stamps (recorder_log.hpp, sampled_stamp): every thread stamps one plain call
-// in 8 at least, and every realloc; the others go unstamped, in the program's threads as before
-// its second thread exists. Returns the number of violations (printed).
+// in 8 at least (kStampEvery), and every realloc; its other calls go unstamped. Returns the
+// number of violations (printed).
 int check_stamps(const Trace& t) {
   uint64_t unstamped = 0, threads_unstamped = 0, longest_run = 0, realloc_unstamped = 0;
   for (const auto& th : t.threads) {

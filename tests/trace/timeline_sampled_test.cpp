@@ -1,6 +1,6 @@
-// Timeline, differential: a multi-threaded program's journal with every call stamped against the
-// same journal with most stamps dropped, as the recorder drops them (sampled_stamp). Resolving
-// either must pair every free with the same allocation, with nothing to repair.
+// Timeline, differential: a simulated multi-threaded program's journal with every call stamped
+// (its true order) against the same journal with most stamps dropped, as the recorder drops them
+// (sampled_stamp). Resolving the second must pair nearly every free as the first does.
 #include <gtest/gtest.h>
 
 #include <algorithm>

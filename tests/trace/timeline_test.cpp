@@ -149,6 +149,22 @@ TEST(Timeline, AnUnstampedMallocOfAFreeAddressFollowsAnotherThreadsUseOfItWithin
   EXPECT_EQ(th.cross_thread_frees, 1u);
 }
 
+TEST(Timeline, AnUnstampedFreeOfALiveAddressThatAnotherThreadFreesFirstFreesTheNextBlock) {
+  // Thread 2's free of 0x100 lies between t=20 and t=1000, when 0x100 holds thread 1's block;
+  // but thread 1 frees that block itself (t=100, stamped) and takes 0x100 again (t=200): thread
+  // 2's free is of that second block, handed to it.
+  Trace t = two_threads({ev(Op::kMalloc, 10, 8, 0, 0x100), ev(Op::kFree, 100, 0x100, 0, 0),
+                         ev(Op::kMalloc, 200, 16, 0, 0x100)},
+                        {ev(Op::kMalloc, 20, 8, 0, 0x900), loose(ev(Op::kFree, 20, 0x100, 0, 0)),
+                         ev(Op::kMalloc, 1000, 8, 0, 0xa00)});
+  Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.per_thread[0][1].old_slot, tl.per_thread[0][0].slot);
+  EXPECT_EQ(tl.per_thread[1][1].old_slot, tl.per_thread[0][2].slot);
+  EXPECT_EQ(tl.cross_thread_frees, 1u);
+  EXPECT_GE(tl.slot_died_ns[tl.per_thread[0][2].slot], tl.slot_born_ns[tl.per_thread[0][2].slot]);
+}
+
 TEST(Timeline, AnUnstampedFreeIsMatchedWithTheMallocItFollowed) {
   // Thread 2's free of 0x300 carries its previous stamp, t=10; thread 1's malloc returned 0x300
   // at t=100, before thread 2's next stamp (t=400). The malloc came first.
