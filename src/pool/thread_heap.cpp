@@ -804,15 +804,22 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
 // ---------------------------------------------------------------------------------------------
 
 #if AK_SECURE
+namespace {
+// Reports heap corruption unless `decoded`, the link read from `block`, is null or a block that
+// was handed out.
+inline void check_link(const void* block, const PoolBlock* decoded) noexcept {
+  if (decoded != nullptr && !pool_is_handed_out_block(decoded)) [[unlikely]]
+    fail_link("free-list link overwritten", block, decoded);
+}
+}  // namespace
+
 void* pool_checked_head(void* p, const PoolBlock* head) noexcept {
-  if (head != nullptr && !pool_is_handed_out_block(head)) [[unlikely]]
-    fail_link("free-list link overwritten", p, head);
+  check_link(p, head);
   return p;
 }
 
 PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcept {
-  if (decoded != nullptr && !pool_is_handed_out_block(decoded)) [[unlikely]]
-    fail_link("free-list link overwritten", block, decoded);
+  check_link(block, decoded);
   return decoded;
 }
 #endif

@@ -89,9 +89,14 @@ inline std::uintptr_t link_mask(const PoolBlock* b) noexcept {
 #endif
 }
 
+// The block after `b` on its list, as stored (not checked).
+inline PoolBlock* decoded_link(const PoolBlock* b) noexcept {
+  return reinterpret_cast<PoolBlock*>(reinterpret_cast<std::uintptr_t>(b->next) ^ link_mask(b));
+}
+
 // The block after `b` on its list.
 inline PoolBlock* link_of(const PoolBlock* b) noexcept {
-  auto* n = reinterpret_cast<PoolBlock*>(reinterpret_cast<std::uintptr_t>(b->next) ^ link_mask(b));
+  PoolBlock* n = decoded_link(b);
 #if AK_SECURE
   return pool_checked_link(b, n);
 #else
@@ -307,7 +312,7 @@ inline void* pool_pop_unchecked(unsigned cls, PoolBlock** head) noexcept {
   PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return nullptr;
-  *head = reinterpret_cast<PoolBlock*>(reinterpret_cast<std::uintptr_t>(b->next) ^ link_mask(b));
+  *head = decoded_link(b);
   bin.free = *head;
   --bin.count;
   return b;
