@@ -33,13 +33,18 @@ def run_once(binary, workload, preload, extra_env=None):
     return json.loads(out)
 
 
+def middle(xs, key=None):
+    """The median element of xs (the upper one of an even count), by `key`."""
+    return sorted(xs, key=key)[len(xs) // 2]
+
+
 def summarise(workload, runs):
     """The cell of one allocator and workload: median time (and that run's calloc time), median
     peak RSS, every run kept."""
     runs = sorted(runs, key=lambda r: r["seconds"])
-    mid = runs[len(runs) // 2]
+    mid = middle(runs, key=lambda r: r["seconds"])
     return {"workload": workload, "seconds": mid["seconds"],
-            "peak_rss_kib": sorted(r["peak_rss_kib"] for r in runs)[len(runs) // 2],
+            "peak_rss_kib": middle([r["peak_rss_kib"] for r in runs]),
             "calloc_us": mid["calloc_us"], "runs": runs}
 
 
@@ -90,16 +95,15 @@ def run_python_rows(runs, envs, reps):
             for n in order:
                 print(f"+ {n} {PYTHON_ROW}, {mode} ({rep + 1}/{reps})", flush=True)
                 got[n].append(run_python(runs[n], mode_env, envs.get(n)))
-        out[mode] = {n: dict(sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2],
-                             cpu_s=sorted(r["cpu_s"] for r in rs)[len(rs) // 2], runs=rs)
+        out[mode] = {n: dict(middle(rs, key=lambda r: r["seconds"]),
+                             cpu_s=middle([r["cpu_s"] for r in rs]), runs=rs)
                      for n, rs in got.items()}
     return out
 
 
 def paired_ratio(v, b):
     """The median over rounds of v's wall time over b's in the same round."""
-    rs = sorted(x["seconds"] / y["seconds"] for x, y in zip(v["runs"], b["runs"]))
-    return rs[len(rs) // 2]
+    return middle([x["seconds"] / y["seconds"] for x, y in zip(v["runs"], b["runs"])])
 
 
 def geomean(xs):
