@@ -134,9 +134,8 @@ LargeCache::Layout live_layout(std::size_t bytes, bool sealed) {
   return LargeCache::Layout{true, sealed ? 0 : bytes - os::page_size()};
 }
 
-}  // namespace
-
-void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) noexcept {
+// large_alloc's work under g_lock: a block from the cache or a fresh mapping, registered.
+void* large_alloc_locked(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) {
   const std::size_t page = os::page_size();
   if (align < 16) align = 16;
   const std::size_t offset = offset_for(align);
@@ -177,6 +176,30 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
   if (kSecureBuild) fill_slack(p, h, size);
   g_live_bytes += bytes - offset;
   g_cache.note_live(g_live_bytes);
+  return p;
+}
+
+}  // namespace
+
+// A block from the cache that calloc needs zeroed is cleared after the lock is dropped: only
+// its first `size` bytes (the secure build's slack and guard stay as they are), its whole pages
+// by clear_resident_range, the partial ones at its ends (the header's page) by hand.
+void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) noexcept {
+  void* p = large_alloc_locked(size, align, zeroed, want_zero);
+  if (p == nullptr || !want_zero || *zeroed) return p;
+  const std::size_t page = os::page_size();
+  char* const begin = static_cast<char*>(p);
+  char* const end = begin + size;
+  char* const first = reinterpret_cast<char*>(align_up(addr(begin), page));
+  char* const last = reinterpret_cast<char*>(addr(end) & ~(page - 1));
+  if (first >= last) {
+    std::memset(begin, 0, size);
+  } else {
+    std::memset(begin, 0, std::size_t(first - begin));
+    clear_resident_range(first, std::size_t(last - first));
+    std::memset(last, 0, std::size_t(end - last));
+  }
+  *zeroed = true;
   return p;
 }
 

@@ -32,7 +32,7 @@ void LargeCache::release_oldest(Kind kind) noexcept {
 
 // Hands out the first `need` bytes of range i (the last ones when kCarveFromEnd); a rest of
 // kMinSplit or more stays cached.
-LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_zero) noexcept {
+LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
   Range& r = ranges_[i];
   Taken t{r.base, r.bytes, r.zero, r.sealed, r.layout()};
   if (r.bytes - need >= kMinSplit) {
@@ -54,15 +54,6 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need, bool want_z
   } else {
     remove(i);
   }
-  // calloc of a resident range: emptying it is cheaper than clearing it when it is big or mostly
-  // unresident (a clear by hand would fault every missing page in), and pages the program never
-  // writes stay unresident. A small, mostly resident range is cleared by hand (ak_calloc): its
-  // pages would fault back in one by one. (large_calloc, sparse 8-128 MiB tables: 1.33 s ->
-  // 1.06 s; clearing 8-16 MiB ranges by hand took a millisecond a call.)
-  if (want_zero && !t.zeroed &&
-      (t.bytes >= kDecommitForZero || 2 * os::resident_bytes(t.base, t.bytes) < t.bytes) &&
-      os::decommit(t.base, t.bytes))
-    t.zeroed = true;
   return t;
 }
 
@@ -84,7 +75,9 @@ LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
 }
 
 LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
-  // Best fit, the preferred kind first (known zero for calloc, resident otherwise).
+  // Best fit, the preferred kind first: resident, but known zero for calloc where the kernel
+  // cannot say which pages hold data (clear_resident_range).
+  const bool resident = !want_zero || os::page_scan_may_work();
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i) {
     const Range& r = ranges_[i];
@@ -94,11 +87,11 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
       continue;
     }
     const Range& b = ranges_[best];
-    const bool pref_r = r.zero == want_zero, pref_b = b.zero == want_zero;
+    const bool pref_r = r.zero != resident, pref_b = b.zero != resident;
     if (pref_r != pref_b ? pref_r : r.bytes < b.bytes) best = i;
   }
   // calloc: fresh pages beat a memset of grown ones.
-  const Taken t = best < len_ ? carve(best, need, want_zero) : want_zero ? Taken{} : grow(need);
+  const Taken t = best < len_ ? carve(best, need) : want_zero ? Taken{} : grow(need);
   last_sealed_ = nullptr;  // passed over once: the range may serve any later request
   return t;
 }
@@ -128,6 +121,16 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
   (zero ? zero_ : resident_) += bytes;
   while (resident_ > budget()) release_oldest(Kind::kResident);
   while (zero_ > kZeroMax) release_oldest(Kind::kZero);
+}
+
+ClearWay clear_resident_range(char* p, std::size_t bytes, bool scan) noexcept {
+  if (bytes == 0) return ClearWay::kScan;
+  if (scan && os::zero_backed_pages(p, bytes)) return ClearWay::kScan;
+  if ((bytes >= kDecommitForZero || 2 * os::resident_bytes(p, bytes) < bytes) &&
+      os::decommit(p, bytes))
+    return ClearWay::kEmpty;
+  std::memset(p, 0, bytes);
+  return ClearWay::kByHand;
 }
 
 std::size_t LargeCache::purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept {

@@ -36,6 +36,13 @@ void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept;
 bool set_accessible(void* p, std::size_t bytes, bool accessible) noexcept;
 // Ask for transparent huge pages on a range; a hint, ignored when unsupported.
 void huge_page_hint(void* p, std::size_t bytes) noexcept;
+// Zeroes the pages of accessible range [p, p+bytes) (page-aligned) that may hold data: those
+// resident or swapped out. Pages never touched read zero already and are left alone, unfaulted.
+// False when the kernel cannot tell which pages hold data (before Linux 6.7, no /proc): the
+// range may then be partly cleared, and the caller clears it another way.
+bool zero_backed_pages(void* p, std::size_t bytes) noexcept;
+// False once zero_backed_pages found the kernel cannot scan; true before it was tried.
+bool page_scan_may_work() noexcept;
 // Bytes of [p, p+bytes) currently resident in RAM (p page-aligned).
 std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
 

@@ -75,44 +75,99 @@ TEST(LargeCache, GrowthMovesTheResidentPages) {
   ak::os::release(t.base, t.bytes);
 }
 
-TEST(LargeCache, CallocPrefersZeroAndEmptiesBigResidentRanges) {
+// Whether os::zero_backed_pages works here (Linux 6.7 and /proc).
+bool kernel_scans_pages() {
+  char* probe = written_mapping(4096, 'p');
+  const bool scans = ak::os::zero_backed_pages(probe, 4096);
+  ak::os::release(probe, 4096);
+  return scans;
+}
+
+// calloc prefers a resident range (clear_resident_range clears only what the program wrote, and
+// those pages do not fault again), or, where the kernel cannot scan pages, a known-zero one.
+TEST(LargeCache, CallocPrefersResidentRangesIfScannedAndNeverGrowsThem) {
+  const bool scans = kernel_scans_pages();
   LargeCache c;
-  char* big = written_mapping(LargeCache::kDecommitForZero, 'd');
-  c.put(big, LargeCache::kDecommitForZero, false);
-  const LargeCache::Taken t = c.take(LargeCache::kDecommitForZero, true);
-  ASSERT_EQ(t.base, big);
-  EXPECT_TRUE(t.zeroed);
-  EXPECT_EQ(resident_pages(t.base, t.bytes), 0u);
-  EXPECT_EQ(t.base[12345], 0);
-  // A calloc never grows a resident range (its pages would need clearing by hand).
+  char* resident = written_mapping(4 * kMiB, 'd');
+  c.put(resident, 4 * kMiB, false);
+  auto* zero = static_cast<char*>(ak::os::map(4 * kMiB, 4096));
+  c.put(zero, 4 * kMiB, true);
+  const LargeCache::Taken first = c.take(4 * kMiB, true);  // both hold it
+  ASSERT_EQ(first.base, scans ? resident : zero);
+  EXPECT_EQ(first.zeroed, !scans);  // the caller clears a resident range
+  const LargeCache::Taken second = c.take(4 * kMiB, true);
+  ASSERT_EQ(second.base, scans ? zero : resident);
+  EXPECT_EQ(resident[12345], 'd');  // the cache itself clears nothing
+  // A calloc never grows a resident range (its pages would need clearing).
   char* small = written_mapping(kMiB, 'e');
   c.put(small, kMiB, false);
   EXPECT_EQ(c.take(2 * kMiB, true).base, nullptr);
-  ak::os::release(big, LargeCache::kDecommitForZero);
+  ak::os::release(resident, 4 * kMiB);
+  ak::os::release(zero, 4 * kMiB);
   c.purge_older_than(0, 0);
 }
 
-// Below kDecommitForZero, a calloc empties a range that is mostly unresident (a clear by hand
-// would fault every missing page in) and leaves a mostly resident one for clearing by hand.
-TEST(LargeCache, CallocEmptiesSparseRangesAndKeepsDenseOnes) {
-  LargeCache c;
+// A mapping of `n` bytes with one page in `stride` written.
+char* sparse_mapping(std::size_t n, std::size_t stride, char fill) {
+  auto* p = static_cast<char*>(ak::os::map(n, 4096));
+  for (std::size_t i = 0; i < n; i += stride) p[i + 100] = fill;
+  return p;
+}
+
+bool all_zero(const char* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
+
+// With the kernel's page scan, clearing a range for calloc writes only the pages the program
+// wrote: they stay resident (no fault when written again), the others stay unresident.
+TEST(ClearResidentRange, ClearsOnlyThePagesHoldingData) {
   const std::size_t n = 4 * kMiB;
-  auto* sparse = static_cast<char*>(ak::os::map(n, 4096));
-  for (std::size_t i = 0; i < n; i += 8 * 4096) sparse[i] = 'f';  // an eighth of its pages
-  c.put(sparse, n, false);
-  const LargeCache::Taken t = c.take(n, true);
-  ASSERT_EQ(t.base, sparse);
-  EXPECT_TRUE(t.zeroed);
-  EXPECT_EQ(resident_pages(t.base, t.bytes), 0u);
-  EXPECT_EQ(t.base[8 * 4096], 0);
+  char* sparse = sparse_mapping(n, 8 * 4096, 'f');  // an eighth of its pages
+  if (!kernel_scans_pages()) {
+    ak::os::release(sparse, n);
+    GTEST_SKIP() << "this kernel has no PAGEMAP_SCAN (Linux 6.7): the fallbacks are tested below";
+  }
+  EXPECT_EQ(ak::detail::clear_resident_range(sparse, n), ak::detail::ClearWay::kScan);
+  EXPECT_EQ(resident_pages(sparse, n), n / 4096 / 8);  // nothing faulted in
+  EXPECT_TRUE(all_zero(sparse, n));                    // (reading maps the others to the zero page)
   char* dense = written_mapping(n, 'g');
-  c.put(dense, n, false);
-  const LargeCache::Taken d = c.take(n, true);
-  ASSERT_EQ(d.base, dense);
-  EXPECT_FALSE(d.zeroed);  // the caller clears it
-  EXPECT_EQ(resident_pages(d.base, d.bytes), n / 4096);
+  EXPECT_EQ(ak::detail::clear_resident_range(dense, n), ak::detail::ClearWay::kScan);
+  EXPECT_TRUE(all_zero(dense, n));
+  EXPECT_EQ(resident_pages(dense, n), n / 4096);
+  // A page only read maps the shared zero page: it is not written, so it stays unbacked.
+  auto* read_only = static_cast<volatile char*>(ak::os::map(n, 4096));
+  for (std::size_t i = 0; i < n; i += 4096) (void)read_only[i];
+  EXPECT_EQ(ak::detail::clear_resident_range(const_cast<char*>(read_only), n),
+            ak::detail::ClearWay::kScan);
+  EXPECT_TRUE(all_zero(const_cast<char*>(read_only), n));
   ak::os::release(sparse, n);
   ak::os::release(dense, n);
+  ak::os::release(const_cast<char*>(read_only), n);
+}
+
+// Without the scan, a big or mostly unresident range is emptied (a clear by hand would fault
+// every missing page in) and a small, mostly resident one cleared by hand.
+TEST(ClearResidentRange, WithoutTheScanEmptiesSparseOrBigRangesAndClearsDenseOnes) {
+  using ak::detail::ClearWay;
+  using ak::detail::kDecommitForZero;
+  const std::size_t n = 4 * kMiB;
+  char* sparse = sparse_mapping(n, 8 * 4096, 'f');
+  EXPECT_EQ(ak::detail::clear_resident_range(sparse, n, false), ClearWay::kEmpty);
+  EXPECT_EQ(resident_pages(sparse, n), 0u);
+  EXPECT_TRUE(all_zero(sparse, n));
+  char* dense = written_mapping(n, 'g');
+  EXPECT_EQ(ak::detail::clear_resident_range(dense, n, false), ClearWay::kByHand);
+  EXPECT_EQ(resident_pages(dense, n), n / 4096);
+  EXPECT_TRUE(all_zero(dense, n));
+  char* big = written_mapping(kDecommitForZero, 'h');
+  EXPECT_EQ(ak::detail::clear_resident_range(big, kDecommitForZero, false), ClearWay::kEmpty);
+  EXPECT_EQ(resident_pages(big, kDecommitForZero), 0u);
+  EXPECT_EQ(big[12345], 0);
+  ak::os::release(sparse, n);
+  ak::os::release(dense, n);
+  ak::os::release(big, kDecommitForZero);
 }
 
 // An 8 MiB range the cache will not merge with the next one: each mapping ends in a spacer page
@@ -182,6 +237,31 @@ TEST(LargeCache, BiggestBlocksGiveTheirPagesBackAtFree) {
   ASSERT_NE(z, nullptr);
   for (std::size_t i = 0; i < n; i += 4096) ASSERT_EQ(z[i], 0) << i;
   ak_free(z);
+  ak_collect(1);
+}
+
+// Through ak_calloc: a freed block handed out again reads zero, and with the kernel's page scan
+// only the pages the program wrote were cleared (the others were never faulted in).
+TEST(LargeCache, CallocOfAFreedBlockClearsOnlyItsWrittenPages) {
+  ak_collect(1);
+  const std::size_t n = 12 * kMiB;
+  void* first = ak_malloc(n);  // its free raises the sealing bar past n; it is cached empty
+  ak_free(first);
+  auto* b = static_cast<char*>(ak_malloc(n));
+  void* held = ak_malloc(n);  // takes first's range, so b's is the only one left
+  for (std::size_t i = 0; i < n; i += 8 * 4096) b[i] = 9;
+  b[5] = 9;
+  b[n - 1] = 9;
+  ak_free(b);
+  auto* c = static_cast<char*>(ak_calloc(1, n));
+  ASSERT_EQ(c, b);
+  if (kernel_scans_pages()) {
+    // The pages written (1 in 8, and the last) and the header's.
+    EXPECT_LE(resident_pages(c, n), n / 4096 / 8 + 2);
+  }
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(c[i], 0) << i;
+  ak_free(c);
+  ak_free(held);
   ak_collect(1);
 }
 
