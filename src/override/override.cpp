@@ -9,6 +9,10 @@
 
 #define AK_EXPORT extern "C" __attribute__((visibility("default")))
 
+// The names below only forward. The shared libraries define none of them here: the linker makes
+// each the address of its ak_ function (src/CMakeLists.txt, AK_LINKER_ALIASES), so a call through
+// the PLT lands in the allocator with no extra jump. The static libraries keep these definitions.
+#if !AK_LINKER_ALIASES
 AK_EXPORT void* malloc(size_t n) {
   return ak_malloc(n);
 }
@@ -54,6 +58,7 @@ AK_EXPORT void free_aligned_sized(void* p, size_t a, size_t n) {
 AK_EXPORT int malloc_trim(size_t pad) {
   return ak_malloc_trim(pad);
 }
+#endif
 
 // ---- C++: throwing forms loop on the new_handler, as the standard requires ----
 // liballockit.so must not need the C++ runtime (a C program would load libstdc++ for nothing),
@@ -153,6 +158,7 @@ AK_CXX void* operator new[](std::size_t n, std::align_val_t a, const std::nothro
   return new_aligned_nothrow(n, a);
 }
 
+#if !AK_LINKER_ALIASES
 AK_CXX void operator delete(void* p) noexcept {
   ak_free(p);
 }
@@ -177,15 +183,16 @@ AK_CXX void operator delete(void* p, std::align_val_t) noexcept {
 AK_CXX void operator delete[](void* p, std::align_val_t) noexcept {
   ak_free(p);
 }
-AK_CXX void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept {
-  ak_free_aligned_sized(p, static_cast<std::size_t>(a), n);
-}
-AK_CXX void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept {
-  ak_free_aligned_sized(p, static_cast<std::size_t>(a), n);
-}
 AK_CXX void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
   ak_free(p);
 }
 AK_CXX void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
   ak_free(p);
+}
+#endif
+AK_CXX void operator delete(void* p, std::size_t n, std::align_val_t a) noexcept {
+  ak_free_aligned_sized(p, static_cast<std::size_t>(a), n);
+}
+AK_CXX void operator delete[](void* p, std::size_t n, std::align_val_t a) noexcept {
+  ak_free_aligned_sized(p, static_cast<std::size_t>(a), n);
 }
