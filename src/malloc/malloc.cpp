@@ -11,6 +11,7 @@
 #include "core/core.hpp"
 #include "malloc/freed_guard.hpp"
 #include "malloc/large.hpp"
+#include "malloc/new_block.hpp"
 #include "malloc/options.hpp"
 #include "malloc/secure.hpp"
 #include "os/os.hpp"
@@ -356,6 +357,39 @@ void free_any(const char* call, void* p) {
   return alloc_any(size, kMallocRequest, &zeroed);
 }
 
+// operator new's slow path: malloc's, then, if that fails too, the new-handler loop.
+[[gnu::noinline]] void* new_slow(std::size_t size) {
+  if (void* p = malloc_slow(size)) return p;
+  return new_failed(size);
+}
+
+// ak_malloc's body, for malloc and operator new: a pooled block popped from this thread's bin,
+// else `Slow` (out of line, so the fast path needs no stack frame). `call` names the caller in a
+// report of the secure build.
+template <void* (*Slow)(std::size_t)>
+[[gnu::always_inline]] inline void* malloc_with(std::size_t size, const char* call) {
+  if constexpr (kSecureBuild) {
+    const PoolCall name(call);
+    // A pooled block with room for the trailer (so never the 8-byte class), popped and armed.
+    if (size - 1 < kMaxPooledSize - kTrailerBytes) [[likely]] {
+      const unsigned cls = malloc_class(size + kTrailerBytes);
+      PoolBlock* head;
+      if (void* p = pool_pop_unchecked(cls, &head)) [[likely]] {
+        p = take_popped(p, cls);
+        arm_new(p, kSecureClassBytes.of[cls], size);
+        return pool_checked_head(p, head);
+      }
+    }
+    return Slow(size);
+  }
+  if (size <= kMaxPooledSize) [[likely]] {
+    const unsigned cls = malloc_class(size);
+    if (void* p = pool_pop(cls)) [[likely]]
+      return take_popped(p, cls);
+  }
+  return Slow(size);  // out of line, so the fast path above needs no stack frame
+}
+
 void* memalign_impl(std::size_t align, std::size_t size) {
   if (align > (std::size_t(1) << 40)) {
     errno = EINVAL;
@@ -398,32 +432,25 @@ __attribute__((destructor)) void report_at_exit() {
 }  // namespace
 }  // namespace ak::detail
 
+namespace ak::detail {
+
+void* new_block(std::size_t size) {
+  return malloc_with<new_slow>(size, "operator new");
+}
+
+[[gnu::weak]] void* new_failed(std::size_t) {
+  return nullptr;
+}
+
+}  // namespace ak::detail
+
 using namespace ak::detail;
 using ak::kSecureBuild;
 
 extern "C" {
 
 void* ak_malloc(size_t size) noexcept {
-  if constexpr (kSecureBuild) {
-    const PoolCall name("malloc()");
-    // A pooled block with room for the trailer (so never the 8-byte class), popped and armed.
-    if (size - 1 < kMaxPooledSize - kTrailerBytes) [[likely]] {
-      const unsigned cls = malloc_class(size + kTrailerBytes);
-      PoolBlock* head;
-      if (void* p = pool_pop_unchecked(cls, &head)) [[likely]] {
-        p = take_popped(p, cls);
-        arm_new(p, kSecureClassBytes.of[cls], size);
-        return pool_checked_head(p, head);
-      }
-    }
-    return malloc_slow(size);
-  }
-  if (size <= kMaxPooledSize) [[likely]] {
-    const unsigned cls = malloc_class(size);
-    if (void* p = pool_pop(cls)) [[likely]]
-      return take_popped(p, cls);
-  }
-  return malloc_slow(size);  // out of line, so the fast path above needs no stack frame
+  return malloc_with<malloc_slow>(size, "malloc()");
 }
 
 // The fast path of free: a well-formed pointer into a pool slab, not freed twice. Everything

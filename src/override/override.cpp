@@ -6,6 +6,7 @@
 
 #include "allockit/allockit.h"
 #include "core/core.hpp"
+#include "malloc/new_block.hpp"
 
 #define AK_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -93,14 +94,6 @@ NewHandler current_new_handler() {
       .fail();
 }
 
-void* new_or_throw(std::size_t n) {
-  for (;;) {
-    if (void* p = ak_malloc(n)) return p;
-    NewHandler handler = current_new_handler();
-    if (handler == nullptr) fail_new(n);
-    handler();
-  }
-}
 void* new_aligned_or_throw(std::size_t n, std::align_val_t a) {
   for (;;) {
     if (void* p = ak_memalign(static_cast<std::size_t>(a), n)) return p;
@@ -115,7 +108,7 @@ void* new_nothrow(std::size_t n) noexcept {
   if (void* p = ak_malloc(n)) return p;
   if (current_new_handler() == nullptr) return nullptr;
   try {
-    return new_or_throw(n);
+    return ak::detail::new_block(n);
   } catch (...) {
     return nullptr;
   }
@@ -133,12 +126,24 @@ void* new_aligned_nothrow(std::size_t n, std::align_val_t a) noexcept {
 
 #define AK_CXX __attribute__((visibility("default")))
 
+// The throwing operator new is ak::detail::new_block, which calls new_failed only when the
+// allocation failed (in the shared libraries, the linker makes the operators its address).
+void* ak::detail::new_failed(std::size_t n) {
+  for (;;) {
+    NewHandler handler = current_new_handler();
+    if (handler == nullptr) fail_new(n);
+    handler();
+    if (void* p = ak_malloc(n)) return p;
+  }
+}
+#if !AK_LINKER_ALIASES
 AK_CXX void* operator new(std::size_t n) {
-  return new_or_throw(n);
+  return ak::detail::new_block(n);
 }
 AK_CXX void* operator new[](std::size_t n) {
-  return new_or_throw(n);
+  return ak::detail::new_block(n);
 }
+#endif
 AK_CXX void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   return new_nothrow(n);
 }

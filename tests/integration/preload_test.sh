@@ -99,13 +99,16 @@ int main() {
   std::set_new_handler(handler_throws);
   if (::operator new(huge, std::nothrow) == nullptr && calls == 1) ok |= 16;  /* caught */
   if (::operator new[](huge, std::align_val_t(32), std::nothrow) == nullptr && calls == 2) ok |= 32;
+  calls = 0;
+  std::set_new_handler(handler_then_give_up);  /* the plain form's handler loop */
+  try { (void)::operator new(huge); } catch (const std::bad_alloc&) { if (calls == 2) ok |= 64; }
   std::set_new_handler(nullptr);
   int* p = new int(7); delete p;
   std::printf("%d\n", ok);
 }
 CPP
 c++ -O1 newops.cpp -o newops
-[ "$(run ./newops)" = "63" ]
+[ "$(run ./newops)" = "127" ]
 # A C program whose operator new fails has no runtime to throw with: a clear message, an abort.
 cat > cnew.c <<'C'
 #include <stddef.h>
