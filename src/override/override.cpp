@@ -94,13 +94,21 @@ NewHandler current_new_handler() {
       .fail();
 }
 
-void* new_aligned_or_throw(std::size_t n, std::align_val_t a) {
+// The new-handler loop after an allocation of `n` bytes failed: the handler, then `retry`, until
+// a block comes; with no handler set, fail_new.
+template <class Retry>
+void* after_new_failed(std::size_t n, Retry retry) {
   for (;;) {
-    if (void* p = ak_memalign(static_cast<std::size_t>(a), n)) return p;
     NewHandler handler = current_new_handler();
     if (handler == nullptr) fail_new(n);
     handler();
+    if (void* p = retry()) return p;
   }
+}
+void* new_aligned_or_throw(std::size_t n, std::align_val_t a) {
+  auto alloc = [n, a] { return ak_memalign(static_cast<std::size_t>(a), n); };
+  if (void* p = alloc()) return p;
+  return after_new_failed(n, alloc);
 }
 // Nothrow forms: null when out of memory and no handler is set (the common case, no catch
 // involved), else the throwing form inside a catch, since a handler may throw bad_alloc.
@@ -108,7 +116,7 @@ void* new_nothrow(std::size_t n) noexcept {
   if (void* p = ak_malloc(n)) return p;
   if (current_new_handler() == nullptr) return nullptr;
   try {
-    return ak::detail::new_block(n);
+    return ak::detail::new_failed(n);
   } catch (...) {
     return nullptr;
   }
@@ -129,12 +137,7 @@ void* new_aligned_nothrow(std::size_t n, std::align_val_t a) noexcept {
 // The throwing operator new is ak::detail::new_block, which calls new_failed only when the
 // allocation failed (in the shared libraries, the linker makes the operators its address).
 void* ak::detail::new_failed(std::size_t n) {
-  for (;;) {
-    NewHandler handler = current_new_handler();
-    if (handler == nullptr) fail_new(n);
-    handler();
-    if (void* p = ak_malloc(n)) return p;
-  }
+  return after_new_failed(n, [n] { return ak_malloc(n); });
 }
 #if !AK_LINKER_ALIASES
 AK_CXX void* operator new(std::size_t n) {
