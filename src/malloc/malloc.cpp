@@ -353,6 +353,9 @@ void free_any(const char* call, void* p) {
 }
 
 [[gnu::noinline]] void* malloc_slow(std::size_t size) {
+  if constexpr (!kSecureBuild)
+    if (size <= kMaxPooledSize)  // a fresh block is zero: no freed-block tag to clear
+      if (void* p = pool_take_fresh(malloc_class(size))) return p;
   bool zeroed;
   return alloc_any(size, kMallocRequest, &zeroed);
 }
@@ -434,7 +437,7 @@ __attribute__((destructor)) void report_at_exit() {
 
 namespace ak::detail {
 
-void* new_block(std::size_t size) {
+AK_HOT_ENTRY void* new_block(std::size_t size) {
   return malloc_with<new_slow>(size, "operator new");
 }
 
@@ -449,7 +452,7 @@ using ak::kSecureBuild;
 
 extern "C" {
 
-void* ak_malloc(size_t size) noexcept {
+AK_HOT_ENTRY void* ak_malloc(size_t size) noexcept {
   return malloc_with<malloc_slow>(size, "malloc()");
 }
 
@@ -458,7 +461,7 @@ void* ak_malloc(size_t size) noexcept {
 // needs no stack frame. Null's region lookup reads a page of the region map no other pointer
 // uses: one page fault (a read: the zero page) in a process that frees null, for two
 // instructions less in every free.
-void ak_free(void* p) noexcept {
+AK_HOT_ENTRY void ak_free(void* p) noexcept {
   if constexpr (kSecureBuild) {
     if (p == nullptr) return;
     const PoolCall name("free()");
@@ -578,7 +581,7 @@ size_t ak_malloc_usable_size(void* p) noexcept {
   return usable_or_die("malloc_usable_size()", p);
 }
 
-void ak_free_sized(void* p, size_t size) noexcept {
+AK_HOT_ENTRY void ak_free_sized(void* p, size_t size) noexcept {
   if constexpr (kSecureBuild) {
     const PoolCall name("free_sized()");
     if (p != nullptr) secure_free("free_sized()", p, size);

@@ -81,22 +81,26 @@ TEST(Malloc, LargeCallocLeavesFreshPagesUntouched) {
 // Pooled blocks never used before are handed out unwritten: malloc faults no page in (the
 // program's first write does), and calloc of them clears nothing. In a fresh process, whose slabs
 // are new; the first blocks of a small class come from the starter slab and share the page of
-// their slab's header, so the pages checked are those past the first four blocks.
-TEST(Malloc, FreshPooledBlocksAreHandedOutUntouched) {
-  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs carve their blocks";
-  ak::testing::in_fresh_process([] {
+// their slab's header, so the pages checked are those past the first four blocks. Through calloc
+// (alloc_any) and through malloc, whose slow path takes fresh blocks first (pool_take_fresh).
+void check_fresh_blocks_untouched(void* (*alloc)(std::size_t)) {
+  ak::testing::in_fresh_process([alloc] {
     const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
     int code = 10;
-    for (std::size_t n : {std::size_t(3000), std::size_t(48) << 10, std::size_t(200) << 10}) {
+    for (std::size_t n :
+         {std::size_t(24), std::size_t(3000), std::size_t(48) << 10, std::size_t(200) << 10}) {
       std::vector<unsigned char*> v;
-      for (int i = 0; i < 16; ++i) v.push_back(static_cast<unsigned char*>(ak_calloc(1, n)));
+      // Small blocks: enough to fill the starter slab's share of the class and pass a page.
+      const int count = n < 64 ? 600 : 16;
+      for (int i = 0; i < count; ++i) v.push_back(static_cast<unsigned char*>(alloc(n)));
       // Blocks of a page or more: the pages inside each. Smaller ones lie in a row in one slab:
-      // the pages inside the row.
-      std::sort(v.begin() + 4, v.end());
+      // the pages inside the row (past the starter slab's blocks, the first half of tiny ones).
+      const int skip = n < 64 ? count / 2 : 4;
+      std::sort(v.begin() + skip, v.end());
       std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
-      for (auto p = v.begin() + 4; p != v.end(); ++p)
+      for (auto p = v.begin() + skip; p != v.end(); ++p)
         if (n >= page || p + 1 == v.end())
-          ranges.emplace_back(reinterpret_cast<std::uintptr_t>(n >= page ? *p : v[4]),
+          ranges.emplace_back(reinterpret_cast<std::uintptr_t>(n >= page ? *p : v[skip]),
                               reinterpret_cast<std::uintptr_t>(*p) + n);
       for (auto [from, to] : ranges) {
         const std::uintptr_t lo = (from + page - 1) & ~(page - 1), hi = to & ~(page - 1);
@@ -119,6 +123,12 @@ TEST(Malloc, FreshPooledBlocksAreHandedOutUntouched) {
       code += 10;
     }
   });
+}
+
+TEST(Malloc, FreshPooledBlocksAreHandedOutUntouched) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs carve their blocks";
+  check_fresh_blocks_untouched([](std::size_t n) { return ak_calloc(1, n); });
+  check_fresh_blocks_untouched([](std::size_t n) { return ak_malloc(n); });
 }
 
 // A freed mapping above the resident cache's limit is emptied (MADV_DONTNEED) and kept: a calloc
