@@ -26,12 +26,10 @@ void* pool_pop_checked(unsigned cls) noexcept {
   return p;
 }
 
-void tag_mark_walked(PoolBlock* b, const char* call) noexcept {
-  const std::uintptr_t bits = tag_bits(b);
+void tag_walk_failed(const PoolBlock* b, std::uintptr_t bits, const char* call) noexcept {
   if (bits == kWalkedTagBit)
     bad_pointer(call, "double free detected (a block twice among the free blocks)", b);
-  if (bits != 0) pool_lost_tag(call, b);
-  reinterpret_cast<std::uintptr_t*>(b)[1] ^= kWalkedTagBit;
+  pool_lost_tag(call, b);
 }
 
 void pool_audit_bins() noexcept {
