@@ -352,10 +352,20 @@ void free_any(const char* call, void* p) {
   if (!large_free(p)) bad_large_pointer(call, p, "double free detected");
 }
 
+// The largest medium class that is never sealed (alloc_pooled takes alloc_small for it).
+constexpr std::size_t kUnsealedMediumMax = std::size_t(112) << 10;
+static_assert(class_size(class_of(kUnsealedMediumMax)) < kSealableMediumBytes &&
+              class_size(class_of(kUnsealedMediumMax + 1)) >= kSealableMediumBytes);
+
 [[gnu::noinline]] void* malloc_slow(std::size_t size) {
-  if constexpr (!kSecureBuild)
-    if (size <= kMaxPooledSize)  // a fresh block is zero: no freed-block tag to clear
+  if constexpr (!kSecureBuild) {
+    if (size <= kMaxPooledSize) {  // a fresh block is zero: no freed-block tag to clear
       if (void* p = pool_take_fresh(malloc_class(size))) return p;
+    } else if (size <= kUnsealedMediumMax) {  // a medium block from the bin, as alloc_small pops
+      const unsigned cls = class_of(size);
+      if (void* p = pool_pop(cls)) return take_popped(p, cls);
+    }
+  }
   bool zeroed;
   return alloc_any(size, kMallocRequest, &zeroed);
 }
