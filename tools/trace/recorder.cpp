@@ -364,7 +364,9 @@ bool big_block_pages(void* p, uint64_t* pages) {
 
 extern "C" {
 
-AK_EXPORT void* malloc(size_t n) {
+// malloc's path for everything but a recorded call with no stack that its thread's log takes
+// on the fast path.
+__attribute__((noinline)) void* malloc_slow(size_t n) {
   if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
     if (g_real_state.load() == 1 || tl_busy) return boot_alloc(n);
     ensure_real();
@@ -376,6 +378,45 @@ AK_EXPORT void* malloc(size_t n) {
     note_block(p, n);
     record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
   }
+  return p;
+}
+
+// Records malloc(n) = p, stamped `t`, when the fast path could not append it (record_locked
+// while flushers are at work). Returns p.
+__attribute__((noinline)) void* malloc_record_locked(size_t n, void* p, uint64_t t) {
+  ThreadLog* log = tl_log;
+  record_locked(log, Call{Op::kMalloc, t, n, 0, 0, reinterpret_cast<uint64_t>(p), 0, 0});
+  return p;
+}
+
+// Records malloc(n) = p after the real call when the fast path's state changed under it (its
+// log filled, the process began exiting, or the call came from a signal handler's nested use).
+__attribute__((noinline)) void* malloc_record_slow(size_t n, void* p) {
+  const uint64_t t = sampled_stamp();
+  note_block(p, n);
+  record(Op::kMalloc, t, n, 0, 0, p, 0, 0);
+  return p;
+}
+
+// The fast path: recording, no stacks, a log that takes the event without a flush. Kept free of
+// calls but the real malloc's and tail calls, so it saves three registers, not five. With free's
+// fast path: 21 instructions less per event on larson (callgrind, 1.22M events: 335.8M -> 309.5M
+// in all), about a seventh of the recorder's own; the time it takes 1-3% less.
+AK_EXPORT void* malloc(size_t n) {
+  ThreadLog* const log = tl_log;
+  if (g_real_state.load(std::memory_order_acquire) != 2 || tl_busy != 0 || g_fd < 0 ||
+      g_stack_depth != 0 || !takes_fast_append(log)) [[unlikely]]
+    return malloc_slow(n);
+  ++tl_busy;
+  void* p = g_real.malloc(n);
+  --tl_busy;
+  if (!takes_fast_append(log)) [[unlikely]]  // a signal handler's calls may have filled it
+    return malloc_record_slow(n, p);
+  const uint64_t t = sampled_stamp();
+  note_block(p, n);
+  if (!append_fast(log, Call{Op::kMalloc, t, n, 0, 0, reinterpret_cast<uint64_t>(p), 0, 0}))
+      [[unlikely]]
+    return malloc_record_locked(n, p, t);
   return p;
 }
 
@@ -397,7 +438,9 @@ AK_EXPORT void* calloc(size_t n, size_t size) {
   return p;
 }
 
-AK_EXPORT void free(void* p) {
+// free's path for everything but a recorded free of a block that cannot be big, which its
+// thread's log takes on the fast path.
+__attribute__((noinline)) void free_slow(void* p) {
   if (is_boot(p)) return;
   ensure_real();
   if (recording()) {
@@ -409,6 +452,31 @@ AK_EXPORT void free(void* p) {
   ++tl_busy;
   g_real.free(p);
   --tl_busy;
+}
+
+// Records free(p), stamped `t`, when the fast path could not append it (flushers at work), then
+// frees p.
+__attribute__((noinline)) void free_record_locked(void* p, uint64_t t) {
+  record_locked(tl_log, Call{Op::kFree, t, reinterpret_cast<uint64_t>(p), 0, 0, 0, 0, 0});
+  ++tl_busy;
+  g_real.free(p);
+  --tl_busy;
+}
+
+// The fast path: the event appended, then the real free as a tail call, with no frame at all.
+// The real free runs without the busy mark
+// that real_call sets: a free of glibc, jemalloc, tcmalloc or mimalloc calls no interposed
+// function (glibc's reallocarray, which does, keeps the mark).
+AK_EXPORT void free(void* p) {
+  ThreadLog* const log = tl_log;
+  if (g_real_state.load(std::memory_order_acquire) != 2 || tl_busy != 0 || g_fd < 0 ||
+      p == nullptr || is_boot(p) || may_be_big(p) || !takes_fast_append(log)) [[unlikely]]
+    return free_slow(p);
+  const uint64_t t = sampled_stamp();
+  if (!append_fast(log, Call{Op::kFree, t, reinterpret_cast<uint64_t>(p), 0, 0, 0, 0, 0}))
+      [[unlikely]]
+    return free_record_locked(p, t);
+  return g_real.free(p);
 }
 
 AK_EXPORT void* realloc(void* old, size_t n) {

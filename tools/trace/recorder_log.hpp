@@ -184,6 +184,34 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
     flush_from_append(log);
 }
 
+// Whether `log` (the calling thread's, or null) takes the next event on the fast path: set up
+// (its first event sets the base time), with room for it and one more without a flush, and the
+// process not exiting (when every event is written at once). Otherwise `record` does it all.
+[[gnu::always_inline]] inline bool takes_fast_append(const ThreadLog* log) {
+  return log != nullptr && log->count != 0 && log->len + 2 * kMaxEventBytes <= kLogBytes &&
+         !g_exiting.load(std::memory_order_relaxed);
+}
+
+// Appends call `k` to `log`, which takes_fast_append said yes to, unless flushers of other
+// threads' logs are at work (g_sync): then it returns false having written nothing, and the caller
+// hands `k` to record_locked. No call, so the interposed functions that use it need no stack
+// frame: every slow case leaves them by a tail call.
+[[gnu::always_inline]] inline bool append_fast(ThreadLog* log, const Call& k) {
+  log->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
+    log->busy.store(0, std::memory_order_release);
+    return false;
+  }
+  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
+  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
+                             k.duration, k.stack, k.time != 0);
+  log->len = static_cast<size_t>(end - payload);
+  ++log->count;
+  log->busy.store(0, std::memory_order_release);
+  return true;
+}
+
 // The calling allocation's stack id when recording stacks (--stack N), else 0. Call after taking
 // the call's time stamp: the unwind is the recorder's cost, not the call's.
 inline uint32_t call_stack() {
