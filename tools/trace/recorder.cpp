@@ -304,16 +304,20 @@ inline uint32_t clamp32(uint64_t v) {
 }
 
 // ---- big blocks' resident pages (kPagesFlag) -----------------------------------------------
-// An allocation of kPagedBlockBytes or more sets a bit for its 64 KiB region and one chosen by
-// its address. A free whose two bits are set asks the real allocator the block's size and, for a
-// big block, mincore how many of its pages are resident: what the program wrote of it, with what
-// the allocator wrote (for a block inside an allocator's heap, also pages an earlier block there
-// left resident). A replay touches that many pages instead of all. Cost: a load per free from a
-// 4 KiB table of regions, which stays in L1; a second load only in a region where a big block
-// began (from the 64 KiB table, which missed L1 on most of larson's frees: a third of the
-// recorder's free when it was the only one); two calls for a big free.
+// An allocation of kPagedBlockBytes or more sets a bit for its 16 MiB span, one for its 64 KiB
+// region and one chosen by its address. A free whose three bits are set asks the real allocator
+// the block's size and, for a big block, mincore how many of its pages are resident: what the
+// program wrote of it, with what the allocator wrote (for a block inside an allocator's heap, also
+// pages an earlier block there left resident). A replay touches that many pages instead of all.
+// Cost: a load per free of one word of spans, which every free reads and so stays in L1; a second
+// load only in a span where a big block began, from the 4 KiB table of regions (whose 64 lines a
+// program churning memory evicts: that load was 29% of larson's samples in the recorder's free
+// when it came first); a third only in such a region (from the 64 KiB table, which missed L1 on
+// most of larson's frees when it came first); two calls for a big free.
+constexpr unsigned kBigSpanShift = 24;    // one bit per 16 MiB span (hashed) in g_big_spans
 constexpr unsigned kBigRegionsLog2 = 15;  // 4 KiB of bits, one per 64 KiB region (hashed)
 constexpr unsigned kBigBitsLog2 = 19;     // 64 KiB of bits: few false hits
+std::atomic<uint64_t> g_big_spans{0};
 std::atomic<uint64_t> g_big_regions[(size_t(1) << kBigRegionsLog2) / 64];
 std::atomic<uint64_t> g_big_bits[(size_t(1) << kBigBitsLog2) / 64];
 
@@ -329,12 +333,14 @@ inline bool test_bit(const std::atomic<uint64_t>* bits, size_t i) {
 inline void note_block(const void* p, uint64_t bytes) {
   if (bytes < kPagedBlockBytes || p == nullptr) return;
   const auto a = reinterpret_cast<uintptr_t>(p);
+  set_bit(&g_big_spans, hashed_bit(a >> kBigSpanShift, 6));
   set_bit(g_big_regions, hashed_bit(a >> 16, kBigRegionsLog2));
   set_bit(g_big_bits, hashed_bit(a >> 4, kBigBitsLog2));
 }
 inline bool may_be_big(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
-  return test_bit(g_big_regions, hashed_bit(a >> 16, kBigRegionsLog2)) &&
+  return test_bit(&g_big_spans, hashed_bit(a >> kBigSpanShift, 6)) &&
+         test_bit(g_big_regions, hashed_bit(a >> 16, kBigRegionsLog2)) &&
          test_bit(g_big_bits, hashed_bit(a >> 4, kBigBitsLog2));
 }
 
