@@ -54,6 +54,14 @@ def overhead(build, tmp, name, cmd, extra_env, runs=5):
     }
     if shutil.which("heaptrack"):
         variants["heaptrack"] = lambda: wall(["heaptrack", "-o", os.path.join(tmp, f"{name}.ht")] + cmd, env)
+    outputs = {
+        "native": lambda: [],
+        "recorder": lambda: glob.glob(journal + ".raw*"),
+        "record --stack 0": lambda: glob.glob(journal + ".s0*"),
+        "allockit record": lambda: glob.glob(journal) + glob.glob(journal + ".[0-9]*"),
+        "record --unwind fp": lambda: glob.glob(journal + ".fp*"),
+        "heaptrack": lambda: glob.glob(os.path.join(tmp, f"{name}.ht*")),
+    }
     times = {k: [] for k in variants}
     raw = 0
     names = list(variants)
@@ -63,11 +71,10 @@ def overhead(build, tmp, name, cmd, extra_env, runs=5):
         # where 20 rounds of the two alone, side by side, read 1.47x and 1.43x.
         for k in names[r % len(names):] + names[:r % len(names)]:
             f = variants[k]
-            # Every variant starts from no journal of its own: `record -o` never overwrites, it
-            # writes OUT.1, so the journal left for the figures below is the last round's.
-            own = glob.glob(journal) + glob.glob(journal + ".[0-9]*") if k == "allockit record" else []
-            for stale in (own + glob.glob(journal + ".raw*") + glob.glob(journal + ".s0*") +
-                          glob.glob(journal + ".fp*") + glob.glob(os.path.join(tmp, f"{name}.ht*"))):
+            # Every variant starts from no output of its own (`record -o` never overwrites, it
+            # writes OUT.1) and leaves the others' alone: the figures below read the last
+            # round's journal of `allockit record` and heaptrack's file.
+            for stale in outputs[k]():
                 os.remove(stale)
             times[k].append(f())
             if k == "recorder":  # the largest raw journal is the program's (env/shims add small ones)
