@@ -395,8 +395,8 @@ __attribute__((noinline)) void* malloc_record_locked(size_t n, void* p, uint64_t
   return p;
 }
 
-// Records malloc(n) = p after the real call when the fast path's state changed under it (its
-// log filled, the process began exiting, or the call came from a signal handler's nested use).
+// Records malloc(n) = p when the log stopped taking the fast path during the real call (a signal
+// handler's calls filled it, or another thread began the exit flush).
 __attribute__((noinline)) void* malloc_record_slow(size_t n, void* p) {
   const uint64_t t = sampled_stamp();
   note_block(p, n);
@@ -470,9 +470,9 @@ __attribute__((noinline)) void free_record_locked(void* p, uint64_t t) {
 }
 
 // The fast path: the event appended, then the real free as a tail call, with no frame at all.
-// The real free runs without the busy mark
-// that real_call sets: a free of glibc, jemalloc, tcmalloc or mimalloc calls no interposed
-// function (glibc's reallocarray, which does, keeps the mark).
+// The real free runs without the busy mark that real_call sets: a free of glibc, jemalloc,
+// tcmalloc or mimalloc calls no interposed function (glibc's reallocarray, which does, keeps the
+// mark).
 AK_EXPORT void free(void* p) {
   ThreadLog* const log = tl_log;
   if (g_real_state.load(std::memory_order_acquire) != 2 || tl_busy != 0 || g_fd < 0 ||

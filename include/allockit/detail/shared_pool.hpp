@@ -334,7 +334,8 @@ inline void* pool_alloc(unsigned cls, bool* untouched = nullptr) noexcept {
 // else null: what pool_alloc_slow would return first (take_untouched), without the calls in front
 // of it. malloc's slow path tries it first: a growing program takes every fresh block there, and
 // the call chain down to take_untouched (the size's class again, a second pop, the starter-slab
-// tests) was 50 instructions of the 70 each such block cost.
+// tests) cost about 75 instructions per block more (100,000 fresh blocks, then freed: 60.3M ->
+// 52.7M instructions in all).
 inline void* pool_take_fresh(unsigned cls) noexcept {
   Slab* const s = tl_heap->current[cls];
   if (s == nullptr || !s->zero_tail || s->free != nullptr) return nullptr;
