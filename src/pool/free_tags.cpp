@@ -5,16 +5,6 @@
 
 namespace ak::detail {
 
-namespace {
-
-// What `b`'s second word says beside its tag: 0 or kSealedTagBit for a tagged block,
-// | kWalkedTagBit while a walk visits it; anything else is no tag at all.
-std::uintptr_t tag_bits(const PoolBlock* b) {
-  return (reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) & ~kSealedTagBit;
-}
-
-}  // namespace
-
 void pool_lost_tag(const char* call, const void* p) noexcept {
   bad_pointer(call, "heap corruption (a free block freed twice or written after free)", p);
 }

@@ -18,6 +18,12 @@ inline constexpr std::uintptr_t kWalkedTagBit = 4;  // a block a bin's walk is v
 // Pops a block of class `cls` from this thread's bin (null when empty) after checking its tag.
 void* pool_pop_checked(unsigned cls) noexcept;
 
+// What `b`'s second word says beside its tag: 0 or kSealedTagBit for a tagged block,
+// | kWalkedTagBit while a walk visits it; anything else is no tag at all.
+inline std::uintptr_t tag_bits(const PoolBlock* b) noexcept {
+  return (reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) & ~kSealedTagBit;
+}
+
 // Reports free block `b`, whose second word `bits` (beside its tag) a bin's walk in `call` found
 // marked already (met twice: a double free) or without a tag, and aborts.
 [[noreturn]] void tag_walk_failed(const PoolBlock* b, std::uintptr_t bits,
@@ -27,11 +33,9 @@ void* pool_pop_checked(unsigned cls) noexcept;
 // its tag; reports a block met twice (a double free) or without a tag. Inline: a bin sending
 // blocks home visits each, and the call cost a fifth of the walk.
 inline void tag_mark_walked(PoolBlock* b, const char* call) noexcept {
-  auto* w = reinterpret_cast<std::uintptr_t*>(b);
-  const std::uintptr_t bits = (w[1] ^ pool_free_tag(b)) & ~kSealedTagBit;
-  if (bits != 0) [[unlikely]]
+  if (const std::uintptr_t bits = tag_bits(b); bits != 0) [[unlikely]]
     tag_walk_failed(b, bits, call);
-  w[1] ^= kWalkedTagBit;
+  reinterpret_cast<std::uintptr_t*>(b)[1] ^= kWalkedTagBit;
 }
 // Undoes tag_mark_walked.
 inline void tag_unmark_walked(PoolBlock* b) noexcept {

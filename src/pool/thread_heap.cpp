@@ -339,23 +339,12 @@ void* take_checked_block(Slab* s) {
   return b;
 }
 
-// A never-used block of zero_tail slab `s`, handed out unwritten, or null when none is left to
-// carve. Carving a page of blocks onto a bin writes every block's first word: the page faults in
-// inside malloc, a microsecond or more. Untouched, it faults at the program's first write, as it
-// would anyway, and calloc skips clearing it. Costs a slow-path call per fresh block instead of
-// one per page.
+// A never-used block of zero_tail slab `s` (pool_take_untouched), setting `*untouched` (if given);
+// null when none is left to carve. Costs a slow-path call per fresh block instead of one per page.
 void* take_untouched(Slab* s, bool* untouched) {
-  char* const p = s->carve.load(std::memory_order_relaxed);
-  if (p == s->end) return nullptr;
-  s->carve.store(p + s->block_size, std::memory_order_relaxed);
-  ++s->used;
-  if (untouched != nullptr) *untouched = true;
+  void* p = pool_take_untouched(s);
+  if (p != nullptr && untouched != nullptr) *untouched = true;
   return p;
-}
-
-// Whether slab `s` hands out untouched blocks now (take_untouched): zero_tail, nothing home.
-bool gives_untouched(const Slab* s) {
-  return s->zero_tail && s->free == nullptr;
 }
 
 // Whether slab `s` has nothing left to give: no block home and none left to carve.
@@ -765,7 +754,7 @@ void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
   Slab* s = h->current[cls];
   if (s == nullptr) return nullptr;
   if (s->checked) return take_checked_block(s);
-  if (gives_untouched(s)) return take_untouched(s, untouched);
+  if (pool_gives_untouched(s)) return take_untouched(s, untouched);
   Bin& bin = h->bins[cls];
   return refill_from(s, bin, std::max<std::uint32_t>(1, bin.limit / 2)) > 0 ? pool_pop_checked(cls)
                                                                             : nullptr;
@@ -776,7 +765,7 @@ void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
 // memory.
 void* refill(Heap* h, unsigned cls, bool* untouched) {
   // Handing out untouched blocks one by one is not the bin running dry: its limit stays.
-  if (Slab* s = h->current[cls]; s != nullptr && gives_untouched(s))
+  if (Slab* s = h->current[cls]; s != nullptr && pool_gives_untouched(s))
     if (void* p = take_untouched(s, untouched)) return p;
   grow_limit(h, cls);
   if (void* p = take_from_current(h, cls, untouched)) return p;

@@ -370,8 +370,17 @@ bool big_block_pages(void* p, uint64_t* pages) {
 
 extern "C" {
 
-// malloc's path for everything but a recorded call with no stack that its thread's log takes
-// on the fast path.
+// Records malloc(n) = p after the real call, the call's stack included (--stack N), where the
+// fast path does not append it: no stacks, and a log that takes the event without a flush
+// (takes_fast_append). Returns p.
+__attribute__((noinline)) void* malloc_record_slow(size_t n, void* p) {
+  const uint64_t t = sampled_stamp();
+  note_block(p, n);
+  record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
+  return p;
+}
+
+// malloc before the real allocator is known, inside the recorder, or when not recording.
 __attribute__((noinline)) void* malloc_slow(size_t n) {
   if (g_real_state.load(std::memory_order_acquire) != 2) [[unlikely]] {
     if (g_real_state.load() == 1 || tl_busy) return boot_alloc(n);
@@ -379,44 +388,29 @@ __attribute__((noinline)) void* malloc_slow(size_t n) {
   }
   bool rec = recording();
   void* p = real_call([&] { return g_real.malloc(n); });
-  if (rec) {
-    const uint64_t t = sampled_stamp();
-    note_block(p, n);
-    record(Op::kMalloc, t, n, 0, 0, p, 0, call_stack());
-  }
-  return p;
+  return rec ? malloc_record_slow(n, p) : p;
 }
 
 // Records malloc(n) = p, stamped `t`, when the fast path could not append it (record_locked
 // while flushers are at work). Returns p.
 __attribute__((noinline)) void* malloc_record_locked(size_t n, void* p, uint64_t t) {
-  ThreadLog* log = tl_log;
-  record_locked(log, Call{Op::kMalloc, t, n, 0, 0, reinterpret_cast<uint64_t>(p), 0, 0});
+  record_locked(tl_log, Call{Op::kMalloc, t, n, 0, 0, reinterpret_cast<uint64_t>(p), 0, 0});
   return p;
 }
 
-// Records malloc(n) = p when the log stopped taking the fast path during the real call (a signal
-// handler's calls filled it, or another thread began the exit flush).
-__attribute__((noinline)) void* malloc_record_slow(size_t n, void* p) {
-  const uint64_t t = sampled_stamp();
-  note_block(p, n);
-  record(Op::kMalloc, t, n, 0, 0, p, 0, 0);
-  return p;
-}
-
-// The fast path: recording, no stacks, a log that takes the event without a flush. Kept free of
-// calls but the real malloc's and tail calls, so it saves three registers, not five. With free's
-// fast path: 21 instructions less per event on larson (callgrind, 1.22M events: 335.8M -> 309.5M
-// in all), about a seventh of the recorder's own; the time it takes 1-3% less.
+// The fast path: a recorded call without stacks that the thread's log takes without a flush.
+// Kept free of calls but the real malloc's and tail calls, so it saves two registers, not
+// five. With free's fast path: 21 instructions less per event on larson (callgrind, 1.22M
+// events: 335.8M -> 309.5M in all), about a seventh of the recorder's own; the time it takes
+// 1-3% less.
 AK_EXPORT void* malloc(size_t n) {
-  ThreadLog* const log = tl_log;
-  if (g_real_state.load(std::memory_order_acquire) != 2 || tl_busy != 0 || g_fd < 0 ||
-      g_stack_depth != 0 || !takes_fast_append(log)) [[unlikely]]
+  if (g_real_state.load(std::memory_order_acquire) != 2 || tl_busy != 0 || g_fd < 0) [[unlikely]]
     return malloc_slow(n);
   ++tl_busy;
   void* p = g_real.malloc(n);
   --tl_busy;
-  if (!takes_fast_append(log)) [[unlikely]]  // a signal handler's calls may have filled it
+  ThreadLog* const log = tl_log;
+  if (g_stack_depth != 0 || !takes_fast_append(log)) [[unlikely]]
     return malloc_record_slow(n, p);
   const uint64_t t = sampled_stamp();
   note_block(p, n);

@@ -166,22 +166,43 @@ struct Call {
 
 __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
 
+// Encodes call `k` at the end of `log`'s payload (which has room for it) and counts it.
+[[gnu::always_inline]] inline void encode_into(ThreadLog* log, const Call& k) {
+  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
+  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
+                             k.duration, k.stack, k.time != 0);
+  log->len = static_cast<size_t>(end - payload);
+  ++log->count;
+}
+
 // Appends call `k`; a time of 0 is an unstamped call (sampled_stamp), whose time readers take
 // from the log's previous one.
 [[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
-  const bool stamped = k.time != 0;
   if (log->count == 0) {  // an unstamped first call: the log's previous time is its lower bound
-    log->base_time = stamped ? k.time : log->state.time_ns;
+    log->base_time = k.time != 0 ? k.time : log->state.time_ns;
     log->state = CodecState{log->base_time, 0};
   }
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
-                             k.duration, k.stack, stamped);
-  log->len = static_cast<size_t>(end - payload);
-  ++log->count;
+  encode_into(log, k);
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
       [[unlikely]]
     flush_from_append(log);
+}
+
+// The owner's side of the flush protocol around an append: marks `log` busy (plain stores, no
+// fence but the compiler's) and returns true, unless flushers of other threads' logs are at work
+// (g_sync): then it leaves the log as it was and returns false, and the call goes to
+// record_locked. leave_log ends a true one.
+[[gnu::always_inline]] inline bool enter_log(ThreadLog* log) {
+  log->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
+    log->busy.store(0, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+[[gnu::always_inline]] inline void leave_log(ThreadLog* log) {
+  log->busy.store(0, std::memory_order_release);
 }
 
 // Whether `log` (the calling thread's, or null) takes the next event on the fast path: set up
@@ -192,23 +213,15 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
          !g_exiting.load(std::memory_order_relaxed);
 }
 
-// Appends call `k` to `log`, which takes_fast_append said yes to, unless flushers of other
-// threads' logs are at work (g_sync): then it returns false having written nothing, and the caller
-// hands `k` to record_locked. No call, so the interposed functions that use it need no stack
-// frame: every slow case leaves them by a tail call.
+// Appends call `k` to `log`, which takes_fast_append said yes to; false, having written nothing,
+// while flushers are at work (enter_log), and the caller hands `k` to record_locked. No call, so
+// the interposed functions that use it need no stack frame: every slow case leaves them by a tail
+// call.
 [[gnu::always_inline]] inline bool append_fast(ThreadLog* log, const Call& k) {
-  log->busy.store(1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
-    log->busy.store(0, std::memory_order_release);
+  if (!enter_log(log)) [[unlikely]]
     return false;
-  }
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
-  uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
-                             k.duration, k.stack, k.time != 0);
-  log->len = static_cast<size_t>(end - payload);
-  ++log->count;
-  log->busy.store(0, std::memory_order_release);
+  encode_into(log, k);
+  leave_log(log);
   return true;
 }
 
@@ -226,15 +239,10 @@ inline uint32_t call_stack() {
   const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   ThreadLog* log = my_log();
   if (!log) return;
-  log->busy.store(1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (g_sync.load(std::memory_order_relaxed)) [[unlikely]] {
-    log->busy.store(0, std::memory_order_release);
-    record_locked(log, k);
-    return;
-  }
+  if (!enter_log(log)) [[unlikely]]
+    return record_locked(log, k);
   append(log, k);
-  log->busy.store(0, std::memory_order_release);
+  leave_log(log);
 }
 
 }  // namespace ak::trace::rec

@@ -329,21 +329,33 @@ inline void* pool_alloc(unsigned cls, bool* untouched = nullptr) noexcept {
   return pool_alloc_slow(cls, untouched);
 }
 
-// A never-used block of class `cls` from this thread's current slab of the class when that slab
-// hands out untouched blocks (zero_tail, nothing home; the secure and checked slabs never do),
-// else null: what pool_alloc_slow would return first (take_untouched), without the calls in front
-// of it. malloc's slow path tries it first: a growing program takes every fresh block there, and
-// the call chain down to take_untouched (the size's class again, a second pop, the starter-slab
-// tests) cost about 75 instructions per block more (100,000 fresh blocks, then freed: 60.3M ->
-// 52.7M instructions in all).
-inline void* pool_take_fresh(unsigned cls) noexcept {
-  Slab* const s = tl_heap->current[cls];
-  if (s == nullptr || !s->zero_tail || s->free != nullptr) return nullptr;
+// Whether slab `s` hands out untouched blocks now: its memory came zero from the OS (zero_tail;
+// never a secure or checked slab) and it has no freed block home.
+inline bool pool_gives_untouched(const Slab* s) noexcept {
+  return s->zero_tail && s->free == nullptr;
+}
+
+// A never-used block of zero_tail slab `s`, handed out unwritten, or null when none is left to
+// carve. Carving a page of blocks onto a bin writes every block's first word: the page faults in
+// inside malloc, a microsecond or more. Untouched, it faults at the program's first write, as it
+// would anyway, and calloc skips clearing it.
+inline void* pool_take_untouched(Slab* s) noexcept {
   char* const p = s->carve.load(std::memory_order_relaxed);
   if (p == s->end) return nullptr;
   s->carve.store(p + s->block_size, std::memory_order_relaxed);
   ++s->used;
   return p;
+}
+
+// A never-used block of class `cls` from this thread's current slab of the class when that slab
+// hands out untouched blocks, else null: what pool_alloc_slow would return first, without the
+// calls in front of it. malloc's slow path tries it first: a growing program takes every fresh
+// block there, and the call chain down to it (the size's class again, a second pop, the
+// starter-slab tests) cost about 75 instructions per block more (100,000 fresh blocks, then
+// freed: 60.3M -> 52.7M instructions in all).
+inline void* pool_take_fresh(unsigned cls) noexcept {
+  Slab* const s = tl_heap->current[cls];
+  return s != nullptr && pool_gives_untouched(s) ? pool_take_untouched(s) : nullptr;
 }
 
 // `used` at which a full slab rejoins its class's avail list: when a sixteenth of it is free
