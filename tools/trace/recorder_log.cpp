@@ -91,6 +91,8 @@ struct Packer {
   // Cost of compression: the fewest TSC ticks per 256 payload bytes seen (the minimum, so a
   // compression the scheduler interrupted does not stop compression for good); 0 until measured.
   std::atomic<uint64_t> ticks_per_256{0};
+  void* mapping = nullptr;  // the context and `out`, one mapping of mapping_bytes
+  size_t mapping_bytes = 0;
 };
 constinit Packer g_packer{};
 
@@ -106,6 +108,8 @@ void setup_packer() {
   }
   g_packer.out = static_cast<uint8_t*>(m) + work;
   g_packer.out_cap = out;
+  g_packer.mapping = m;
+  g_packer.mapping_bytes = work + out;
 }
 
 // Compresses `len` bytes at `raw` into the packer's buffer when worth it (see above); returns
@@ -119,8 +123,6 @@ size_t pack(const uint8_t* raw, size_t len, uint64_t fill_ticks) {
     return 0;
   // Read again under the packer: only its holder writes the estimate.
   const uint64_t seen = pk.ticks_per_256.load(std::memory_order_relaxed);
-  if (seen == 0)  // the first compression: the context's pages are touched from now
-    count_recorder_bytes(ZSTD_sizeof_CCtx(pk.cctx) + pk.out_cap);
   const uint64_t t0 = __rdtsc();
   const size_t n = ZSTD_compressCCtx(pk.cctx, pk.out, pk.out_cap, raw, len, kPackLevel);
   const uint64_t per_256 = (__rdtsc() - t0) / units;
@@ -132,6 +134,34 @@ size_t pack(const uint8_t* raw, size_t len, uint64_t fill_ticks) {
 
 void release_packer() {
   g_packer.busy.store(0, std::memory_order_release);
+}
+
+namespace {
+
+// Resident bytes of a mapping (mincore): a log or the packer is touched only as far as it has
+// been used, so what it maps says little about what it adds to RssAnon.
+uint64_t resident_bytes(void* start, size_t bytes) {
+  constexpr size_t kPage = 4096, kChunk = 256;  // pages asked per call
+  unsigned char vec[kChunk];
+  uint64_t resident = 0;
+  auto* p = static_cast<uint8_t*>(start);
+  for (size_t pages = (bytes + kPage - 1) / kPage; pages > 0;) {
+    const size_t n = pages < kChunk ? pages : kChunk;
+    if (mincore(p, n * kPage, vec) != 0) return resident;
+    for (size_t i = 0; i < n; ++i) resident += (vec[i] & 1) * kPage;
+    p += n * kPage;
+    pages -= n;
+  }
+  return resident;
+}
+
+}  // namespace
+
+uint64_t resident_log_bytes() {
+  uint64_t bytes = g_packer.mapping ? resident_bytes(g_packer.mapping, g_packer.mapping_bytes) : 0;
+  for (ThreadLog* l = g_logs.load(std::memory_order_acquire); l; l = l->next)
+    bytes += resident_bytes(l, sizeof(ThreadLog));
+  return bytes;
 }
 
 // Writes the log's events as one block (zstd when pack() finds it worth it and `may_pack`) after
@@ -221,7 +251,6 @@ ThreadLog* acquire_log() {
   void* m =
       mmap(nullptr, sizeof(ThreadLog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  count_recorder_bytes(sizeof(ThreadLog));  // touched as it fills: counted whole at once
   auto* l = new (m) ThreadLog{};
   l->owned.store(1);
   ThreadLog* head = g_logs.load();

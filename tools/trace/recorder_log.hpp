@@ -112,11 +112,15 @@ void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
 void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
+// Resident bytes of the threads' logs and the packer, this instant (mincore; about 1 us per
+// log): the share of RssAnon a memory sample leaves out as the recorder's (recorder_log.cpp).
+uint64_t resident_log_bytes();
 
 // Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
 // sampler thread (once per process; again in a fork child); flush_rss writes the buffered
 // samples, after one more when `final_sample` (exit, exec), else only if the buffer is free
-// (crash handlers). count_recorder_bytes adds to the recorder's own memory each sample carries.
+// (crash handlers). count_recorder_bytes adds to the recorder's own memory each sample carries,
+// beside resident_log_bytes.
 void start_rss_sampler();
 bool rss_sampler_running();
 void rss_after_fork_child();

@@ -136,8 +136,8 @@ void sample_locked(bool full) {
   uint64_t anon, rss;
   if (!read_statm(anon, rss)) return;
   if (g_rss.n == kRssBatch) write_rss_locked();
-  g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss,
-                              g_recorder_bytes.load(std::memory_order_relaxed), nonheap};
+  const uint64_t recorder = g_recorder_bytes.load(std::memory_order_relaxed) + resident_log_bytes();
+  g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss, recorder, nonheap};
 }
 
 // Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
