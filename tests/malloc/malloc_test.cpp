@@ -203,6 +203,37 @@ TEST(Malloc, LargeGrowthInSmallStepsGetsHeadroom) {
   ak_free(p);
 }
 
+// A medium block that realloc grows past 64 KiB moves to a large block of its own, so later
+// growth moves pages instead of copying; shrunk to 64 KiB or less, it moves back to the pools.
+TEST(Malloc, ReallocGrowthPastMediumSizesMovesToALargeBlock) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build keeps realloc'd blocks in their classes";
+  auto large_blocks = [] {
+    ak_stats s;
+    ak_stats_get(&s);
+    return s.large_blocks;
+  };
+  const std::size_t before = large_blocks();
+  auto* p = static_cast<unsigned char*>(ak_malloc(40 << 10));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < (40 << 10); ++i) p[i] = static_cast<unsigned char>(i % 251);
+  p = static_cast<unsigned char*>(ak_realloc(p, 48 << 10));  // medium to medium
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(large_blocks(), before);
+  p = static_cast<unsigned char*>(ak_realloc(p, 80 << 10));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(large_blocks(), before + 1);
+  EXPECT_GE(ak_malloc_usable_size(p), std::size_t(80) << 10);
+  for (std::size_t i = 0; i < (40 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
+  p = static_cast<unsigned char*>(ak_realloc(p, 2 << 20));  // large growth
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < (40 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
+  p = static_cast<unsigned char*>(ak_realloc(p, 30 << 10));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(large_blocks(), before);
+  for (std::size_t i = 0; i < (30 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
+  ak_free(p);
+}
+
 // An explicit 16-byte alignment of a tiny request is honoured even when the 8-byte class's free
 // list starts at an address that is only 8-aligned (as after freeing two malloc(0) blocks).
 TEST(Malloc, SixteenByteAlignmentOfTinyRequests) {
