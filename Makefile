@@ -8,7 +8,7 @@ PY         ?= python3
 
 PREFIX     ?= /usr/local
 
-.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-misuse \
+.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-misuse \
         bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -88,6 +88,10 @@ bench: all
 bench-malloc: all
 	$(PY) bench/run_malloc_bench.py --build $(BUILD) --out bench/results
 	$(PY) bench/run_start_bench.py --build $(BUILD) --out bench/results
+
+# Issue 10's memory target: peak RSS against the liballockit the issue started from (built here).
+bench-rss-baseline: all
+	$(PY) bench/run_rss_baseline.py --build $(BUILD) --out bench/results
 
 # Thirty classic misuse cases under every allocator: which ones each detects.
 bench-misuse: all
