@@ -49,7 +49,8 @@ struct ThreadLog {
   uint32_t thread, os_tid, count;
   uint64_t base_time;
   CodecState state;
-  size_t len;  // committed payload bytes; an event is counted only once fully written
+  size_t len;         // committed payload bytes; an event is counted only once fully written
+  size_t filled_max;  // the most `len` has been at a flush: the payload's pages touched
   // A clock block, then the event block's header and payload: written with one write(2).
   alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
 };
@@ -112,8 +113,9 @@ void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
 void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
-// Resident bytes of the threads' logs and the packer, this instant (mincore; about 1 us per
-// log): the share of RssAnon a memory sample leaves out as the recorder's (recorder_log.cpp).
+// Resident bytes of the threads' logs (as far as each has filled) and the packer (mincore, now
+// and then): the share of RssAnon a memory sample leaves out as the recorder's
+// (recorder_log.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
 uint64_t resident_log_bytes();
 
 // Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
