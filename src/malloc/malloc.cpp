@@ -96,7 +96,7 @@ inline bool carries_freed_tag(const void* p) {
 constexpr std::size_t kMaxMediumAlign = 4096;
 // realloc growing a block by steps past this moves it to a mapping of its own (ak_realloc). On
 // realloc_growth (200 buffers grown by 10% steps to 560 KiB): 1.00 s and 189 MiB peak RSS
-// with growth copied within the medium classes; 0.58 s, 100 MiB from 64 KiB; 0.52 s, 57 MiB
+// with growth copied within the medium classes; 0.55 s, 97 MiB from 64 KiB; 0.52 s, 57 MiB
 // from 16 KiB, where every buffer a program grows past its small classes would take the large
 // blocks' lock and registry, as a server's medium blocks did before the medium classes.
 constexpr std::size_t kReallocLargeMin = std::size_t(64) << 10;
