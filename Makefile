@@ -8,6 +8,9 @@ PY         ?= python3
 
 PREFIX     ?= /usr/local
 
+# `make` alone builds (deps, defined first, is only its first step).
+.DEFAULT_GOAL := all
+
 .PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-misuse \
         bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
