@@ -9,7 +9,6 @@ The issue quoted 0.94x glibc from its day's suite: eight workloads of 10 to 100 
 replaced by models of the field's suites running for seconds. On today's suite that figure
 does not exist; the baseline build measured beside the current one does."""
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-from run_malloc_bench import WORKLOADS, middle, run_once  # noqa: E402
+from run_malloc_bench import WORKLOADS, geomean, middle, run_once  # noqa: E402
 
 # The last commit before issue 10's work (medium classes, the large cache, per-thread bins).
 BASELINE = "007516d"
@@ -38,10 +37,6 @@ def build_baseline(build, commit):
     subprocess.run(["ninja", "-C", os.path.join(src, "build"), "liballockit.so"], check=True,
                    stdout=subprocess.DEVNULL)
     return lib
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def main():

@@ -64,12 +64,11 @@ def overhead(build, tmp, name, cmd, extra_env, runs=5):
     }
     times = {k: [] for k in variants}
     raw = 0
-    names = list(variants)
-    for r in range(runs):
-        # Each round starts one variant later, so none always follows the same one: in a fixed
-        # order, larson read 1.67x under `record --stack 0` and 1.50x under the recorder alone,
-        # where 20 rounds of the two alone, side by side, read 1.47x and 1.43x.
-        for k in names[r % len(names):] + names[:r % len(names)]:
+    # Each round starts one variant later, so none always follows the same one: in a fixed
+    # order, larson read 1.67x under `record --stack 0` and 1.50x under the recorder alone,
+    # where 20 rounds of the two alone, side by side, read 1.47x and 1.43x.
+    for _, order in benchlib.rotations(variants, runs):
+        for k in order:
             f = variants[k]
             # Every variant starts from no output of its own (`record -o` never overwrites, it
             # writes OUT.1) and leaves the others' alone: the figures below read the last

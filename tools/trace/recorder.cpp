@@ -350,17 +350,9 @@ bool big_block_pages(void* p, uint64_t* pages) {
   if (g_real.malloc_usable_size == nullptr) return false;
   const size_t n = real_call([&] { return g_real.malloc_usable_size(p); });
   if (n < kPagedBlockBytes) return false;
-  const uintptr_t page = 4096, first = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
-  unsigned char vec[1024];
-  uint64_t resident = 0;
-  for (uintptr_t at = first; at < end; at += sizeof vec * page) {
-    const size_t len = std::min<uintptr_t>(end - at, sizeof vec * page);
-    if (mincore(reinterpret_cast<void*>(at), len, vec) != 0) return false;
-    for (size_t i = 0; i < len / page; ++i) resident += vec[i] & 1;
-  }
-  *pages = resident;
-  return true;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  return resident_pages(reinterpret_cast<void*>(first), end - first, pages);
 }
 
 }  // namespace ak::trace::rec

@@ -137,28 +137,19 @@ void release_packer() {
   g_packer.busy.store(0, std::memory_order_release);
 }
 
-namespace {
-
-constexpr size_t kPage = 4096;
-
-// Resident bytes of a mapping (mincore): a log or the packer is touched only as far as it has
-// been used, so what it maps says little about what it adds to RssAnon.
-uint64_t resident_bytes(void* start, size_t bytes) {
-  constexpr size_t kChunk = 256;  // pages asked per call
-  unsigned char vec[kChunk];
-  uint64_t resident = 0;
-  auto* p = static_cast<uint8_t*>(start);
-  for (size_t pages = (bytes + kPage - 1) / kPage; pages > 0;) {
-    const size_t n = pages < kChunk ? pages : kChunk;
-    if (mincore(p, n * kPage, vec) != 0) return resident;
-    for (size_t i = 0; i < n; ++i) resident += (vec[i] & 1) * kPage;
+bool resident_pages(const void* start, size_t bytes, uint64_t* pages) {
+  unsigned char vec[1024];  // pages asked per call
+  *pages = 0;
+  auto* p = static_cast<const uint8_t*>(start);
+  for (size_t left = (bytes + kPage - 1) / kPage; left > 0;) {
+    const size_t n = left < sizeof vec ? left : sizeof vec;
+    if (mincore(const_cast<uint8_t*>(p), n * kPage, vec) != 0) return false;
+    for (size_t i = 0; i < n; ++i) *pages += vec[i] & 1;
     p += n * kPage;
-    pages -= n;
+    left -= n;
   }
-  return resident;
+  return true;
 }
-
-}  // namespace
 
 uint64_t resident_log_bytes() {
   // The packer's context is touched as far as its first compressions reach, then reused: read
@@ -167,8 +158,9 @@ uint64_t resident_log_bytes() {
   constexpr uint32_t kPackerEvery = 100;
   static uint32_t calls = 0;
   static uint64_t packer = 0;
-  if (g_packer.mapping && calls++ % kPackerEvery == 0)
-    packer = resident_bytes(g_packer.mapping, g_packer.mapping_bytes);
+  if (uint64_t pages; g_packer.mapping && calls++ % kPackerEvery == 0 &&
+                      resident_pages(g_packer.mapping, g_packer.mapping_bytes, &pages))
+    packer = pages * kPage;
   // A log is written from its start: touched as far as it ever filled (`filled_max`, kept by
   // flush_log) or fills now. Read without its lock: a sample may lag one event behind.
   uint64_t bytes = packer;

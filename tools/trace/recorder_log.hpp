@@ -113,6 +113,10 @@ void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
 void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
+constexpr size_t kPage = 4096;
+// The resident pages of [start, start + bytes) (start page-aligned), by mincore into *pages;
+// false when mincore fails.
+bool resident_pages(const void* start, size_t bytes, uint64_t* pages);
 // Resident bytes of the threads' logs (as far as each has filled) and the packer (mincore, now
 // and then): the share of RssAnon a memory sample leaves out as the recorder's
 // (recorder_log.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
