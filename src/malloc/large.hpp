@@ -41,6 +41,9 @@ std::size_t large_checked_request(const char* call, const void* p) noexcept;
 void* large_realloc(void* p, std::size_t size) noexcept;
 // Effects: unmaps every cached mapping. Returns bytes given back.
 std::size_t large_trim() noexcept;
+// Effects: releases the draining ranges of the large-block cache (large_cache.hpp), each outside
+// the lock. Called by the background purger.
+void large_drain() noexcept;
 // Effects: unmaps cached mappings freed at least `age_ns` ago. Returns bytes given back.
 std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept;
 

@@ -10,7 +10,7 @@
 namespace ak::detail {
 
 void LargeCache::remove(std::size_t i) noexcept {
-  (ranges_[i].zero ? zero_ : resident_) -= ranges_[i].bytes;
+  count_of(ranges_[i]) -= ranges_[i].bytes;
   std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
 }
 
@@ -24,7 +24,9 @@ std::size_t LargeCache::release(std::size_t i) noexcept {
 void LargeCache::release_oldest(Kind kind) noexcept {
   std::size_t oldest = len_;
   for (std::size_t i = 0; i < len_; ++i) {
-    if (kind != Kind::kAny && ranges_[i].zero != (kind == Kind::kZero)) continue;
+    // A draining range counts against no budget, but a slot may be needed.
+    const Range& r = ranges_[i];
+    if (kind != Kind::kAny && (r.draining || r.zero != (kind == Kind::kZero))) continue;
     if (oldest == len_ || ranges_[i].since < ranges_[oldest].since) oldest = i;
   }
   if (oldest < len_) release(oldest);
@@ -50,7 +52,7 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
       r.base += need;
     }
     r.bytes -= need;
-    (r.zero ? zero_ : resident_) -= need;
+    count_of(r) -= need;
   } else {
     remove(i);
   }
@@ -104,7 +106,7 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
   // range ends as its last part does.
   for (std::size_t i = 0; i < len_; ++i) {
     Range& r = ranges_[i];
-    if (r.zero != zero || r.sealed != sealed) continue;
+    if (r.zero != zero || r.sealed != sealed || r.draining) continue;
     if (r.base + r.bytes == base) {
       base = r.base;
       bytes += r.bytes;
@@ -116,11 +118,33 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
     }
   }
   if (len_ == kSlots) release_oldest(Kind::kAny);
-  ranges_[len_] = Range{base, bytes, now, 0, zero, sealed, false};
+  ranges_[len_] = Range{base, bytes, now, 0, zero, sealed, false, false};
   ranges_[len_++].set_layout(layout);
   (zero ? zero_ : resident_) += bytes;
   while (resident_ > budget()) release_oldest(Kind::kResident);
   while (zero_ > kZeroMax) release_oldest(Kind::kZero);
+}
+
+void LargeCache::put_draining(char* base, std::size_t bytes) noexcept {
+  if (len_ == kSlots) release_oldest(Kind::kAny);
+  ranges_[len_++] = Range{base, bytes, os::coarse_now_ns(), 0, false, false, false, true};
+  draining_ += bytes;
+}
+
+LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {
+  for (std::size_t i = 0; i < len_; ++i) {
+    Range& r = ranges_[i];
+    if (!r.draining) continue;
+    if (r.bytes <= most) {
+      const Span s{r.base, r.bytes};
+      remove(i);
+      return s;
+    }
+    r.bytes -= most;
+    draining_ -= most;
+    return Span{r.base + r.bytes, most};
+  }
+  return {};
 }
 
 ClearWay clear_resident_range(char* p, std::size_t bytes, bool scan) noexcept {
@@ -137,7 +161,7 @@ std::size_t LargeCache::purge_older_than(std::uint64_t age_ns, std::size_t live)
   const std::uint64_t now = os::coarse_now_ns();
   std::size_t purged = 0;
   for (std::size_t i = 0; i < len_;)
-    if (now - ranges_[i].since >= age_ns)
+    if (ranges_[i].draining || now - ranges_[i].since >= age_ns)
       purged += release(i);
     else
       ++i;

@@ -10,8 +10,12 @@
 // merge only with sealed neighbours; the range sealed last is not handed to the next request when
 // another will do. The secure build's blocks end in a guard page: a range remembers whether its
 // last page is one and whether all before it is accessible, and requests are carved from a
-// range's end, so a block freed and handed out again keeps its guard with no system call. Not
-// thread-safe: the caller (large.cpp) holds its lock.
+// range's end, so a block freed and handed out again keeps its guard with no system call. A
+// block that would be emptied at free may instead have its pages moved out to a range of their
+// own (os::move_pages_out), kept as a draining range until the background purger releases it
+// (pop_draining): the free then costs microseconds instead of milliseconds, and a request
+// meanwhile may take the range with its pages. Not thread-safe: the caller (large.cpp) holds its
+// lock.
 #pragma once
 
 #include <algorithm>
@@ -95,8 +99,21 @@ class LargeCache {
   // neighbour of the same kind; releases the oldest ranges beyond the budget or the slot count.
   void put(char* base, std::size_t bytes, bool zero, bool sealed = false,
            Layout layout = {}) noexcept;
-  // Releases ranges freed at least `age_ns` ago, and restarts the budget's peak from `live`
-  // (the live large bytes now). Returns bytes released.
+  // Keeps resident range [base, base+bytes) (not sealed, no guard) to be released soon: the
+  // purger takes it with pop_draining. Until then a request may take it; it never merges and
+  // does not count against the budget.
+  void put_draining(char* base, std::size_t bytes) noexcept;
+  // Removes the last `most` bytes (a page multiple) of a draining range from the cache, or all
+  // of it when smaller, and returns them for the caller to release; {} when none is left. The
+  // rest stays cached meanwhile, for a request to take with its pages.
+  struct Span {
+    char* base = nullptr;
+    std::size_t bytes = 0;
+  };
+  Span pop_draining(std::size_t most) noexcept;
+  bool has_draining() const noexcept { return draining_ != 0; }
+  // Releases draining ranges and those freed at least `age_ns` ago, and restarts the budget's peak
+  // from `live` (the live large bytes now). Returns bytes released.
   std::size_t purge_older_than(std::uint64_t age_ns, std::size_t live) noexcept;
   // The live large bytes now: raises the budget's recent peak. Cost: one compare.
   void note_live(std::size_t live) noexcept {
@@ -112,7 +129,7 @@ class LargeCache {
   }
 
   std::size_t resident_bytes() const noexcept { return resident_; }
-  std::size_t bytes() const noexcept { return resident_ + zero_; }
+  std::size_t bytes() const noexcept { return resident_ + zero_ + draining_; }
 
  private:
   struct Range {
@@ -125,6 +142,7 @@ class LargeCache {
     bool zero;
     bool sealed;
     bool guard_end;  // layout.guard_end
+    bool draining;   // put_draining's: resident, released soon
     static constexpr unsigned kUnitShift = 12;
     Layout layout() const noexcept {
       return Layout{guard_end, std::size_t(open_units) << kUnitShift};
@@ -138,6 +156,10 @@ class LargeCache {
   std::size_t budget() const noexcept {
     return kPeakFactor * peak_live_ > kMinBudget ? kPeakFactor * peak_live_ : kMinBudget;
   }
+  // The count range `r`'s bytes belong to.
+  std::size_t& count_of(const Range& r) noexcept {
+    return r.draining ? draining_ : r.zero ? zero_ : resident_;
+  }
   void remove(std::size_t i) noexcept;
   std::size_t release(std::size_t i) noexcept;  // unmaps range i, removes it; returns its bytes
   enum class Kind { kAny, kResident, kZero };
@@ -147,7 +169,7 @@ class LargeCache {
 
   Range ranges_[kSlots]{};
   std::size_t len_ = 0;
-  std::size_t resident_ = 0, zero_ = 0;
+  std::size_t resident_ = 0, zero_ = 0, draining_ = 0;
   std::size_t peak_live_ = 0;
   const char* last_sealed_ = nullptr;  // the next take() passes over a range starting here
 };

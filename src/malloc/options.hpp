@@ -26,6 +26,11 @@ void load_options() noexcept;
 // it and the process is old enough or has cached enough to need it. Cost once started: one
 // relaxed load.
 void start_background_purge(std::size_t bytes) noexcept;
+// Whether the background purger runs in this process (never in a forked child). One load.
+bool background_purge_running() noexcept;
+// Wakes the background purger to release the large blocks' draining ranges (large_drain).
+// Call only once it runs, without an allocator lock held.
+void request_drain() noexcept;
 // Effects: notes the time the library was loaded (the constructor calls it).
 void note_load_time() noexcept;
 

@@ -12,10 +12,15 @@
 // before the purge delay (1 s) anyway. What a young process caches below 16 MiB is purged by the
 // first later cache event that starts the purger, or by allocator activity. A forked child has no
 // purger: it purges on allocator activity.
+//
+// It also releases the large blocks' draining ranges (large_cache.hpp) as soon as a free hands
+// one over (request_drain): the one wake-up allocator threads send, only for frees of blocks of
+// 32 MiB or more, each of which saves the freeing thread milliseconds for a wake-up's microseconds.
 #include <atomic>
 
 #include "allockit/allockit.h"
 #include "core/core.hpp"
+#include "malloc/large.hpp"
 #include "malloc/options.hpp"
 #include "os/os.hpp"
 #include "pool/pool.hpp"
@@ -27,21 +32,41 @@ constexpr std::uint64_t kYoungNs = 50'000'000;
 constexpr std::size_t kEagerBytes = std::size_t(16) << 20;
 
 AK_EARLY_DATA std::atomic<bool> g_started{false};
+AK_EARLY_DATA std::atomic<bool> g_running{false};  // the thread exists (in this process)
+constinit os::Wakeup g_wakeup;
 AK_EARLY_DATA std::atomic<std::size_t> g_cached_while_young{0};
 // Set before any thread exists; 0: loaded long ago (treated as old).
 AK_EARLY_DATA std::uint64_t g_load_ns = 0;
 
 void purger_main() {
+  g_running.store(true, std::memory_order_release);
   for (;;) {
     const std::uint64_t delay = slab_source_purge_delay();
-    os::sleep_ns(delay == 0 ? 1'000'000'000 : delay < 10'000'000 ? 10'000'000 : delay);
+    const std::uint64_t period = delay == 0           ? 1'000'000'000
+                                 : delay < 10'000'000 ? 10'000'000
+                                                      : delay;
+    const std::uint64_t due = os::coarse_now_ns() + period;
+    for (std::uint64_t now = os::coarse_now_ns(); now < due; now = os::coarse_now_ns())
+      if (g_wakeup.wait_ns(due - now)) large_drain();
     const std::size_t bytes = ak_collect(0);
     if (bytes && options().verbose)
       Message().str("allockit: background purge returned ").num(bytes).str(" bytes").print();
   }
 }
 
+void forget_purger_in_child() {
+  g_running.store(false, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+bool background_purge_running() noexcept {
+  return g_running.load(std::memory_order_acquire);
+}
+
+void request_drain() noexcept {
+  g_wakeup.raise();
+}
 
 void note_load_time() noexcept {
   g_load_ns = os::coarse_now_ns();
@@ -53,6 +78,7 @@ void start_background_purge(std::size_t bytes) noexcept {
       g_cached_while_young.fetch_add(bytes, std::memory_order_relaxed) + bytes < kEagerBytes)
     return;
   if (g_started.exchange(true)) return;
+  if (!os::on_fork_child(forget_purger_in_child)) return;  // a child must not hand it work
   if (!os::start_thread(purger_main) && options().verbose)
     Message().str("allockit: no background purge (thread refused)").print();
 }

@@ -11,6 +11,8 @@
 namespace ak::os {
 namespace {
 
+constexpr std::size_t kPageTableSpan = std::size_t(2) << 20;  // one page table's reach (x86-64)
+
 constexpr std::size_t kTryPlainMapAlign = std::size_t(1) << 16;
 
 struct Linux {
@@ -92,6 +94,34 @@ void* map_accounted(std::size_t bytes, std::size_t align) noexcept {
 
 void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept {
   void* q = ::mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  return q == MAP_FAILED ? nullptr : q;
+}
+
+void* move_pages_out(void* p, std::size_t bytes) noexcept {
+  const int saved = errno;
+  constexpr int kMove = MREMAP_MAYMOVE | MREMAP_DONTUNMAP;
+  void* q = MAP_FAILED;
+  if (bytes < kPageTableSpan) {
+    q = ::mremap(p, bytes, bytes, kMove, nullptr);  // the kernel reads the address argument
+  } else {
+    // A reservation one page table larger holds an address of p's phase; the move replaces
+    // the part it lands on, and the rest is given back.
+    const std::size_t span = bytes + kPageTableSpan;
+    void* res =
+        ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res != MAP_FAILED) {
+      const std::size_t head = (detail::addr(p) - detail::addr(res)) & (kPageTableSpan - 1);
+      char* const at = static_cast<char*>(res) + head;
+      q = ::mremap(p, bytes, bytes, kMove | MREMAP_FIXED, at);
+      if (q == MAP_FAILED) {
+        ::munmap(res, span);
+      } else {
+        if (head) ::munmap(res, head);
+        ::munmap(at + bytes, span - head - bytes);
+      }
+    }
+  }
+  errno = saved;
   return q == MAP_FAILED ? nullptr : q;
 }
 

@@ -46,12 +46,32 @@ void Lock::wake_one() noexcept {
   futex(&state_, FUTEX_WAKE_PRIVATE, 1);
 }
 
+bool Wakeup::wait_ns(std::uint64_t ns) noexcept {
+  if (up_.exchange(0, std::memory_order_acquire) != 0) return true;
+  const timespec ts{time_t(ns / 1'000'000'000u), long(ns % 1'000'000'000u)};
+  const int saved = errno;
+  ::syscall(SYS_futex, reinterpret_cast<int*>(&up_), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+  errno = saved;
+  return up_.exchange(0, std::memory_order_acquire) != 0;
+}
+
+void Wakeup::raise() noexcept {
+  if (up_.exchange(1, std::memory_order_release) != 0) return;
+  const int saved = errno;  // free() preserves errno
+  futex(&up_, FUTEX_WAKE_PRIVATE, 1);
+  errno = saved;
+}
+
 bool single_threaded() noexcept {
   return __libc_single_threaded != 0;
 }
 
 bool on_fork(void (*prepare)(), void (*after)()) noexcept {
   return ::pthread_atfork(prepare, after, after) == 0;
+}
+
+bool on_fork_child(void (*child)()) noexcept {
+  return ::pthread_atfork(nullptr, nullptr, child) == 0;
 }
 
 namespace {

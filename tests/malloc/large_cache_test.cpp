@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include "allockit/allockit.h"
+#include "fresh_process.hpp"
 #include "malloc/large_cache.hpp"
+#include "memory_probe.hpp"
 #include "os/os.hpp"
 
 namespace {
@@ -192,6 +194,57 @@ TEST(LargeCache, ResidentBytesStayWithinTheBudget) {
   EXPECT_GT(c.resident_bytes(), live * LargeCache::kPeakFactor - 8 * kMiB);
   EXPECT_GT(c.purge_older_than(0, 0), 0u);
   EXPECT_EQ(c.bytes(), 0u);
+}
+
+// A draining range (pages moved out at free) counts against no budget, may be handed out with
+// its pages, is released a piece at a time from its end, and by any purge.
+TEST(LargeCache, DrainingRangesAreReleasedInPiecesOrTakenWhole) {
+  LargeCache c;
+  c.note_live(0);
+  char* a = written_mapping(8 * kMiB, 1);
+  c.put_draining(a, 8 * kMiB);
+  EXPECT_TRUE(c.has_draining());
+  EXPECT_EQ(c.resident_bytes(), 0u);
+  EXPECT_EQ(c.bytes(), 8 * kMiB);
+  const LargeCache::Span piece = c.pop_draining(2 * kMiB);
+  EXPECT_EQ(piece.base, a + 6 * kMiB);
+  EXPECT_EQ(piece.bytes, 2 * kMiB);
+  ak::os::release(piece.base, piece.bytes);
+  EXPECT_EQ(c.bytes(), 6 * kMiB);
+  const LargeCache::Taken t = c.take(6 * kMiB, false);  // the rest, pages and all
+  EXPECT_EQ(t.base, a);
+  EXPECT_FALSE(t.zeroed);
+  EXPECT_EQ(resident_pages(a, 6 * kMiB), 6 * kMiB / 4096);
+  EXPECT_FALSE(c.has_draining());
+  EXPECT_EQ(c.pop_draining(2 * kMiB).base, nullptr);
+  c.put_draining(a, 6 * kMiB);
+  EXPECT_EQ(c.purge_older_than(std::uint64_t(1) << 62, 0), 6 * kMiB);  // however young
+  EXPECT_EQ(c.bytes(), 0u);
+}
+
+// With the background purger running, a freed block of kEmptyAtFree or more has its pages moved
+// out to a draining range the purger releases: the block's address is sealed and empty at once,
+// and the cache soon holds only the emptied ranges.
+TEST(LargeCache, BiggestBlocksDrainInTheBackground) {
+  ak::testing::in_fresh_process([] {
+    const std::size_t n = LargeCache::kEmptyAtFree + 8 * kMiB;
+    ak_free(ak_malloc(n));  // caches more than enough to start the purger
+    usleep(100'000);
+    auto* a = static_cast<char*>(ak_malloc(n + 8 * kMiB));
+    REQUIRE(a != nullptr, 10);
+    std::memset(a, 5, n + 8 * kMiB);
+    ak_free(a);
+    REQUIRE(!ak::testing::readable(a), 11);
+    REQUIRE(resident_pages(a, n) == 0, 12);
+    ak_stats s;
+    for (int i = 0; i < 500; ++i) {  // drained within microseconds; 5 s before failing
+      ak_stats_get(&s);
+      if (s.large_cached_bytes < 2 * n + 16 * kMiB) break;
+      usleep(10'000);
+    }
+    REQUIRE(s.large_cached_bytes < 2 * n + 16 * kMiB, 13);
+    REQUIRE(s.large_cached_bytes >= 2 * n + 8 * kMiB, 14);  // both emptied ranges stay cached
+  });
 }
 
 // Through ak_malloc: a freed large block comes back with its pages resident, whether the next
