@@ -83,7 +83,9 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i) {
     const Range& r = ranges_[i];
-    if (r.bytes < need || r.base == last_sealed_) continue;
+    // A draining range holds the pages its last block wrote: calloc would clear and keep them
+    // (large_calloc: peak RSS 32 -> 44 MiB), where the purger is about to give them back.
+    if (r.bytes < need || r.base == last_sealed_ || (want_zero && r.draining)) continue;
     if (best == len_) {
       best = i;
       continue;
