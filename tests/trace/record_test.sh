@@ -65,7 +65,8 @@ m = json.load(open("nh.json"))["recorded_memory"]
 mib = 1 << 20
 # 4 MiB of heap beside 16 MiB of dirtied static data and 2 MiB of thread stack.
 assert 3 * mib < m["peak_heap_anon_bytes"] < 7 * mib, m
-assert m["nonheap_at_peak_bytes"] > 17 * mib, m
+# The thread stack may be only partly dirtied at the sample that sees the heap's peak.
+assert m["nonheap_at_peak_bytes"] > 15 * mib, m
 f = json.load(open("nhc/compare.json"))["fidelity"]
 assert f["state"] == "measured" and 0.75 < f["ratio"] < 1.33, f
 PY
