@@ -316,8 +316,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
   char* base = static_cast<char*>(p) - offset;
-  const std::size_t old_bytes = h->map_bytes;  // h moves with the mapping
-  release_draining_locked();
+  const std::size_t old_bytes = h->map_bytes;        // h moves with the mapping
+  if (bytes > old_bytes) release_draining_locked();  // growth maps new pages
   auto* moved = static_cast<char*>(os::remap(base, old_bytes - guard_bytes, bytes));
   if (moved == nullptr) return nullptr;
   if (kSecureBuild) {

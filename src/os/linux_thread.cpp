@@ -28,8 +28,8 @@ void ThreadExitHook::arm(void* value) noexcept {
 }
 
 namespace {
-long futex(std::atomic<int>* word, int op, int value) noexcept {
-  return ::syscall(SYS_futex, reinterpret_cast<int*>(word), op, value, nullptr, nullptr, 0);
+long futex(std::atomic<int>* word, int op, int value, const timespec* timeout = nullptr) noexcept {
+  return ::syscall(SYS_futex, reinterpret_cast<int*>(word), op, value, timeout, nullptr, 0);
 }
 }  // namespace
 
@@ -50,7 +50,7 @@ bool Wakeup::wait_ns(std::uint64_t ns) noexcept {
   if (up_.exchange(0, std::memory_order_acquire) != 0) return true;
   const timespec ts{time_t(ns / 1'000'000'000u), long(ns % 1'000'000'000u)};
   const int saved = errno;
-  ::syscall(SYS_futex, reinterpret_cast<int*>(&up_), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+  futex(&up_, FUTEX_WAIT_PRIVATE, 0, &ts);
   errno = saved;
   return up_.exchange(0, std::memory_order_acquire) != 0;
 }
