@@ -511,11 +511,11 @@ void collect_remote(Heap* h) {
 // frees home and back, and xmalloc ran 1.15x slower; now about 1,000 overflows when the two
 // threads run side by side). Once its overflows have sent kShrinkBlocks blocks home without it
 // running empty (a long run of frees: the program is giving memory back), its limit halves. What
-// a thread that frees everything and goes idle keeps is its bins: at most kHeapBinBytes, each
-// block pinning at most one otherwise empty slab; a long run of frees first shrinks them to their
-// start limits (100,000 blocks freed in random order leave a 64-block bin).
+// a thread that frees everything and goes idle keeps is its bins: their start limits and at most
+// kHeapBinBytes (shared_pool.hpp) more, each block pinning at most one otherwise empty slab; a long
+// run of frees first shrinks them to their start limits (100,000 blocks freed in random order leave
+// a 64-block bin).
 constexpr std::uint32_t kMaxBinBlocks = 8192;
-constexpr std::size_t kHeapBinBytes = std::size_t(2) << 20;
 constexpr std::uint32_t kShrinkBlocks = kMaxBinBlocks / 2;
 
 // A bin's first limit: about 16 KiB of blocks, at least 8 and at most 64; a medium class starts
@@ -822,6 +822,10 @@ void* pool_alloc_slow(unsigned cls, bool* untouched) noexcept {
     if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
   return refill(h, cls, untouched);
+}
+
+std::uint32_t pool_start_limit(unsigned cls) noexcept {
+  return start_limit(cls);
 }
 
 void pool_free_other(Slab* s, void* p) noexcept {

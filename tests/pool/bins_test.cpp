@@ -143,6 +143,45 @@ TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
   });
 }
 
+// However many classes a thread's bins grow in, together they grow past their start limits by
+// at most the heap's budget; a class that wants more takes it from the others.
+TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    using namespace ak::detail;
+    std::uint32_t start[kHeapClasses];
+    for (unsigned c = 0; c < kHeapClasses; ++c) start[c] = pool_start_limit(c);
+    const std::size_t sizes[] = {16384, 8192, 4096, 2048, 1024};  // the largest grows first
+    for (int round = 0; round < 6; ++round)
+      for (const std::size_t size : sizes) {
+        // Every second block freed fills the bin and sends blocks home to slabs that stay in
+        // use; allocating them again runs the bin dry with slabs to refill from (its limit
+        // doubles); then everything is freed.
+        std::vector<void*> v;
+        for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(size, 8));
+        for (std::size_t i = 0; i < v.size(); i += 2) ak::pool_deallocate(v[i], size, 8);
+        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = ak::pool_allocate(size, 8);
+        for (void* p : v) ak::pool_deallocate(p, size, 8);
+      }
+    std::size_t grown = 0, held = 0, start_bytes = 0;
+    for (unsigned c = 0; c < kHeapClasses; ++c) {
+      const Bin& bin = tl_heap->bins[c];
+      ASSERT_GE(bin.limit, start[c]);
+      ASSERT_LE(bin.count, bin.limit);
+      grown += std::size_t(bin.limit - start[c]) * class_size(c);
+      held += std::size_t(bin.count) * class_size(c);
+      start_bytes += std::size_t(start[c]) * class_size(c);
+    }
+    EXPECT_EQ(grown, tl_heap->bin_bytes);
+    EXPECT_LE(grown, kHeapBinBytes);
+    EXPECT_GE(grown, kHeapBinBytes / 2);  // the budget, not the exercise, stopped the growth
+    EXPECT_LE(held, kHeapBinBytes + start_bytes);
+    // The class that grew first gave its growth up to the classes in use after it.
+    EXPECT_LT(tl_heap->bins[class_of(16384)].limit * std::size_t(16384), kHeapBinBytes / 2);
+    ak::pool_trim();
+  });
+}
+
 // A thread's exit sends its bins home: the slabs of a thread that freed everything go back.
 TEST(Bins, ThreadExitEmptiesTheBins) {
   ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
