@@ -24,7 +24,7 @@ constexpr std::uintptr_t kTombstone = 1;
 // 7-10 ms, and meanwhile a request may take the rest with its pages, and a program thread that
 // maps, moves or protects memory waits for the mmap lock one piece at most (about 0.1 ms). A
 // program that faulted in new pages while a whole range drained had both resident: py-euler's
-// replay peaked at 366-379 MiB instead of 331-346 (release_draining_locked closes that gap).
+// replay peaked at 366-379 MiB instead of 331-346 (LargeCache::release_draining closes that gap).
 constexpr std::size_t kDrainPiece = std::size_t(2) << 20;
 
 struct Header {
@@ -140,14 +140,6 @@ LargeCache::Layout live_layout(std::size_t bytes, bool sealed) {
   return LargeCache::Layout{true, sealed ? 0 : bytes - os::page_size()};
 }
 
-// Releases the cache's draining ranges before the caller maps or grows into new pages, so the
-// process never holds both (see kDrainPiece); caller holds g_lock. Cost: nothing when none is
-// left, which the background purger sees to within microseconds of a free.
-void release_draining_locked() {
-  for (LargeCache::Span s; (s = g_cache.pop_draining(~std::size_t(0))).base;)
-    os::release(s.base, s.bytes);
-}
-
 // large_alloc's work under g_lock: a block from the cache or a fresh mapping, registered.
 void* large_alloc_locked(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) {
   const std::size_t page = os::page_size();
@@ -171,7 +163,7 @@ void* large_alloc_locked(std::size_t size, std::size_t align, bool* zeroed, bool
     }
   }
   if (base == nullptr) {
-    release_draining_locked();
+    g_cache.release_draining(bytes);  // the new pages replace draining ones
     base = static_cast<char*>(os::map_accounted(bytes, align > page ? align : page));
     if (base == nullptr) return nullptr;
     if (kSecureBuild && !open_guarded(base, bytes, LargeCache::Layout{false, bytes})) {
@@ -196,16 +188,17 @@ void* large_alloc_locked(std::size_t size, std::size_t align, bool* zeroed, bool
 
 // large_free's caching under g_lock of freed block [base, base+bytes). A block of
 // kEmptyAtFree or more, or one of kEmptySealedAtFree or more sealed now, gives its pages back
-// (see large_cache.hpp): while the background purger runs, by moving them out to a draining
-// range it releases, the old range staying cached empty (sealed or not); otherwise by emptying
-// the range here, before it is sealed (an mprotect of an empty range touches no page table
-// entries). Returns whether a range was left draining. The secure build's blocks end in a guard
-// page, a mapping of its own that cannot move with the rest: they are emptied here.
+// (see large_cache.hpp): from kMoveOutAtFree while the background purger runs, by moving them
+// out to a draining range it releases, the old range staying cached empty (sealed or not);
+// otherwise by emptying the range here, before it is sealed (an mprotect of an empty range
+// touches no page table entries). Returns whether a range was left draining. The secure build's
+// blocks end in a guard page, a mapping of its own that cannot move with the rest: they are emptied
+// here.
 bool cache_freed_locked(char* base, std::size_t bytes) {
   const bool seal = should_seal(bytes);
   const bool empty = bytes >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree);
   char* moved = nullptr;
-  if (bytes >= LargeCache::kEmptyAtFree && !kSecureBuild && background_purge_running())
+  if (empty && bytes >= LargeCache::kMoveOutAtFree && !kSecureBuild && background_purge_running())
     moved = static_cast<char*>(os::move_pages_out(base, bytes));
   const bool emptied = moved != nullptr || (empty && os::decommit(base, bytes));
   const bool sealed = seal && os::set_accessible(base, bytes, false);
@@ -316,8 +309,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
   char* base = static_cast<char*>(p) - offset;
-  const std::size_t old_bytes = h->map_bytes;        // h moves with the mapping
-  if (bytes > old_bytes) release_draining_locked();  // growth maps new pages
+  const std::size_t old_bytes = h->map_bytes;                          // h moves with the mapping
+  if (bytes > old_bytes) g_cache.release_draining(bytes - old_bytes);  // growth maps new pages
   auto* moved = static_cast<char*>(os::remap(base, old_bytes - guard_bytes, bytes));
   if (moved == nullptr) return nullptr;
   if (kSecureBuild) {

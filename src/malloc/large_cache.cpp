@@ -149,6 +149,15 @@ LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {
   return {};
 }
 
+std::size_t LargeCache::release_draining(std::size_t need) noexcept {
+  std::size_t released = 0;
+  for (Span s; released < need && (s = pop_draining(need - released)).base;) {
+    os::release(s.base, s.bytes);
+    released += s.bytes;
+  }
+  return released;
+}
+
 ClearWay clear_resident_range(char* p, std::size_t bytes, bool scan) noexcept {
   if (bytes == 0) return ClearWay::kScan;
   if (scan && os::zero_backed_pages(p, bytes)) return ClearWay::kScan;

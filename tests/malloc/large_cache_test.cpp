@@ -222,27 +222,56 @@ TEST(LargeCache, DrainingRangesAreReleasedInPiecesOrTakenWhole) {
   EXPECT_EQ(c.bytes(), 0u);
 }
 
-// With the background purger running, a freed block of kEmptyAtFree or more has its pages moved
-// out to a draining range the purger releases: the block's address is sealed and empty at once,
-// and the cache soon holds only the emptied ranges.
+// A thread about to map `need` new pages releases that many bytes of draining ranges, from
+// their ends, and leaves the rest to the purger (or to a request that takes them whole).
+TEST(LargeCache, ANewMappingReleasesOnlyAsManyDrainingBytesAsItNeeds) {
+  LargeCache c;
+  c.note_live(0);
+  char* a = written_mapping(8 * kMiB, 1);
+  char* b = written_mapping(8 * kMiB, 2);
+  c.put_draining(a, 8 * kMiB);
+  c.put_draining(b, 8 * kMiB);
+  EXPECT_EQ(c.release_draining(2 * kMiB), 2 * kMiB);
+  EXPECT_EQ(c.bytes(), 14 * kMiB);
+  std::vector<unsigned char> vec(1);
+  EXPECT_EQ(mincore(a + 6 * kMiB, 4096, vec.data()), -1);  // gone: released from the end
+  EXPECT_EQ(resident_pages(a, 6 * kMiB), 6 * kMiB / 4096);
+  EXPECT_EQ(c.release_draining(10 * kMiB), 10 * kMiB);  // the rest of one, part of the other
+  EXPECT_EQ(c.bytes(), 4 * kMiB);
+  EXPECT_TRUE(c.has_draining());
+  EXPECT_EQ(c.release_draining(64 * kMiB), 4 * kMiB);  // all that is left
+  EXPECT_FALSE(c.has_draining());
+  EXPECT_EQ(c.bytes(), 0u);
+  EXPECT_EQ(c.release_draining(2 * kMiB), 0u);
+}
+
+// With the background purger running, a freed block emptied at free of kMoveOutAtFree or more
+// (one of kEmptyAtFree or more, or a smaller one sealed at free) has its pages moved out to a
+// draining range the purger releases: the block's address is sealed and empty at once, and the
+// cache soon holds only the emptied ranges.
 TEST(LargeCache, BiggestBlocksDrainInTheBackground) {
   ak::testing::in_fresh_process([] {
     const std::size_t n = LargeCache::kEmptyAtFree + 8 * kMiB;
     ak_free(ak_malloc(n));  // caches more than enough to start the purger
     usleep(100'000);
-    auto* a = static_cast<char*>(ak_malloc(n + 8 * kMiB));
-    REQUIRE(a != nullptr, 10);
-    std::memset(a, 5, n + 8 * kMiB);
-    ak_free(a);
-    REQUIRE(!ak::testing::readable(a), 11);
-    REQUIRE(resident_pages(a, n) == 0, 12);
-    ak_stats s;
-    for (int i = 0; i < 500; ++i) {  // drained within microseconds; 5 s before failing
-      ak_stats_get(&s);
-      if (s.large_cached_bytes < 2 * n + 16 * kMiB) break;
-      usleep(10'000);
+    const std::size_t sizes[] = {n + 8 * kMiB, LargeCache::kMoveOutAtFree + 4 * kMiB};
+    for (const std::size_t size : sizes) {
+      ak_stats before;
+      ak_stats_get(&before);
+      auto* a = static_cast<char*>(ak_malloc(size));
+      REQUIRE(a != nullptr, 10);
+      std::memset(a, 5, size);
+      ak_free(a);  // the first free of its size: sealed (freed_guard.hpp)
+      REQUIRE(!ak::testing::readable(a), 11);
+      REQUIRE(resident_pages(a, size - 8192) == 0, 12);
+      ak_stats s;
+      for (int i = 0; i < 500; ++i) {  // drained within microseconds; 5 s before failing
+        ak_stats_get(&s);
+        if (s.large_cached_bytes < before.large_cached_bytes + size + kMiB) break;
+        usleep(10'000);
+      }
+      REQUIRE(s.large_cached_bytes < before.large_cached_bytes + size + kMiB, 13);
     }
-    REQUIRE(s.large_cached_bytes < 2 * n + 16 * kMiB, 13);
   });
 }
 
