@@ -19,13 +19,18 @@ namespace {
 
 constexpr const char* kDoubleFree = "double free detected|freed twice";
 
+// A medium block never sealed at free (16 KiB < size < kSealableMediumBytes): checked as small
+// blocks are.
+constexpr std::size_t kMedium = 40000;
+
 // `n` live blocks of `size` bytes that sit in ordinary slabs, not the starter slab (whose frees
-// all take the checked slow path).
+// all take the checked slow path; medium blocks never do).
 std::vector<void*> slab_blocks(std::size_t size, std::size_t n) {
   std::vector<void*> out;
   while (out.size() < n) {
     void* p = ak_malloc(size);
-    if (!ak::detail::slab_of(p)->starter) out.push_back(p);  // starter blocks stay live: fine
+    if (size > ak::detail::kMaxPooledSize || !ak::detail::slab_of(p)->starter)
+      out.push_back(p);  // starter blocks stay live: fine
   }
   return out;
 }
@@ -41,7 +46,8 @@ void free_twice_with_others_between(std::size_t size, std::size_t between) {
 }  // namespace
 
 TEST(FreeTagDeathTest, RepeatedFreeIsReportedAtTheCall) {
-  for (std::size_t size : {8, 48}) {  // 8 bytes: no room for a tag; the bin's head still tells
+  // 8 bytes: no room for a tag; the bin's head still tells
+  for (std::size_t size : {std::size_t(8), std::size_t(48), kMedium}) {
     void* p = slab_blocks(size, 1)[0];
     ak_free(p);
     EXPECT_DEATH(ak_free(p), "double free");  // debug builds: the checked slab's report
@@ -55,6 +61,17 @@ TEST(FreeTagDeathTest, DoubleFreeIsCaughtBeforeTheBlockIsHandedOutTwice) {
         free_twice_with_others_between(48, 1);            // A B A
         for (int i = 0; i < 3; ++i) (void)ak_malloc(48);  // the third would be A again
         std::_Exit(0);                                    // not reported: the death test fails
+      },
+      kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, DoubleFreeOfAMediumBlockIsCaughtBeforeItIsHandedOutTwice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        free_twice_with_others_between(kMedium, 1);            // A B A
+        for (int i = 0; i < 3; ++i) (void)ak_malloc(kMedium);  // the third would be A again
+        std::_Exit(0);
       },
       kDoubleFree);
 }
