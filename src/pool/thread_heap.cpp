@@ -43,6 +43,7 @@ AK_EARLY_DATA Heap* g_abandoned = nullptr;
 AK_EARLY_DATA char* g_heap_chunk = nullptr;
 AK_EARLY_DATA std::size_t g_heap_chunk_left = 0;
 AK_EARLY_DATA std::size_t g_heap_count = 0;
+constinit std::atomic<std::uint32_t> g_live_heaps{0};  // threads holding a heap now
 bool g_checked_slabs = kDebugBuild;
 
 void on_thread_exit(void* heap);
@@ -503,7 +504,7 @@ void collect_remote(Heap* h) {
 
 // Bin limits adapt as tcmalloc's free lists do. A bin starts at start_limit(); each time it runs
 // empty its limit doubles (the program wanted more blocks of the class than it kept), up to
-// kMaxBinBlocks and while the heap's bins together may hold at most kHeapBinBytes. A full bin
+// kMaxBinBlocks and while the heap's bins together grow within heap_bin_budget(). A full bin
 // sends its most recent half home. The first time it fills after running empty its limit doubles
 // instead: a bin that swings from empty to full between refills is too small for the program's
 // bursts (xmalloc's consumers free a neighbour's batches 100 to 1600 blocks at a time; halving
@@ -512,9 +513,9 @@ void collect_remote(Heap* h) {
 // threads run side by side). Once its overflows have sent kShrinkBlocks blocks home without it
 // running empty (a long run of frees: the program is giving memory back), its limit halves. What
 // a thread that frees everything and goes idle keeps is its bins: their start limits and at most
-// kHeapBinBytes (shared_pool.hpp) more, each block pinning at most one otherwise empty slab; a long
-// run of frees first shrinks them to their start limits (100,000 blocks freed in random order leave
-// a 64-block bin).
+// kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more, each block pinning
+// at most one otherwise empty slab; a long run of frees first shrinks them to their start limits
+// (100,000 blocks freed in random order leave a 64-block bin).
 constexpr std::uint32_t kMaxBinBlocks = 8192;
 constexpr std::uint32_t kShrinkBlocks = kMaxBinBlocks / 2;
 
@@ -549,13 +550,23 @@ void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
 
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call);
 
+// What one heap's bin limits may grow past their start now: kAllBinBytes shared among the threads
+// holding a heap, between kMinHeapBinBytes and kHeapBinBytes. A heap grown past a budget that
+// shrank (more threads) gives the excess back one class at a time, as its classes next grow.
+std::size_t heap_bin_budget() {
+  const std::uint32_t live =
+      std::max<std::uint32_t>(1, g_live_heaps.load(std::memory_order_relaxed));
+  return std::clamp(kAllBinBytes / live, kMinHeapBinBytes, kHeapBinBytes);
+}
+
 // Whether the heap's budget has room for `bytes` more of bin limits. When it has not, the next
 // class in turn with a grown limit gives up half of it (its bin trimmed to fit): one class per
 // call, so a class that can never fit costs its underflows a constant, and the budget drifts to
 // the classes in use. It looks at kStealTries classes at most.
 constexpr unsigned kStealTries = 8;
 bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
-  if (h->bin_bytes + bytes <= kHeapBinBytes) return true;
+  const std::size_t budget = heap_bin_budget();
+  if (h->bin_bytes + bytes <= budget) return true;
   // Nothing to take when only this class has grown.
   if (h->bin_bytes == grown_bytes(h, cls)) return false;
   for (unsigned tried = 0; tried < kStealTries; ++tried) {
@@ -566,7 +577,7 @@ bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
     trim_bin(h, c, h->bins[c].limit, "allocation");
     break;
   }
-  return h->bin_bytes + bytes <= kHeapBinBytes;
+  return h->bin_bytes + bytes <= budget;
 }
 
 // Doubles the limit of h's bin of class `cls` if the heap's budget allows; returns whether it did.
@@ -715,6 +726,7 @@ Heap* acquire_heap() {
       ++g_heap_count;
     }
   }
+  g_live_heaps.fetch_add(1, std::memory_order_relaxed);
   tl_heap = h;
   g_exit_hook.arm(h);
   return h;
@@ -737,6 +749,7 @@ void abandon_heap(Heap* h) {
       mark_full(h, s);
     }
   }
+  g_live_heaps.fetch_sub(1, std::memory_order_relaxed);
   os::LockGuard guard(g_heaps_lock);
   h->next_abandoned = g_abandoned;
   g_abandoned = h;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 #include <vector>
@@ -180,6 +181,42 @@ TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
     EXPECT_LT(tl_heap->bins[class_of(16384)].limit * std::size_t(16384), kHeapBinBytes / 2);
     ak::pool_trim();
   });
+}
+
+// Many threads holding heaps share kAllBinBytes: each heap's bins grow by an equal share at most.
+TEST(Bins, ManyThreadsShareOneBudgetForGrownBins) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  constexpr int kOthers = 15;
+  std::atomic<int> ready{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> others;
+  for (int i = 0; i < kOthers; ++i)
+    others.emplace_back([&] {
+      std::vector<void*> v;  // enough blocks of one class to leave the starter slab: a heap
+      for (int j = 0; j < 200; ++j) v.push_back(ak::pool_allocate(kSize, 8));
+      for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+      ready.fetch_add(1);
+      while (!done.load()) std::this_thread::yield();
+    });
+  while (ready.load() < kOthers) std::this_thread::yield();
+  in_new_thread([] {
+    using namespace ak::detail;
+    for (int round = 0; round < 6; ++round)
+      for (const std::size_t size : {16384, 8192, 4096}) {
+        std::vector<void*> v;
+        for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(size, 8));
+        for (std::size_t i = 0; i < v.size(); i += 2) ak::pool_deallocate(v[i], size, 8);
+        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = ak::pool_allocate(size, 8);
+        for (void* p : v) ak::pool_deallocate(p, size, 8);
+      }
+    // 16 heaps at least (the others and this one): a share of at most kAllBinBytes / 16.
+    EXPECT_LE(tl_heap->bin_bytes, kAllBinBytes / (kOthers + 1));
+    EXPECT_LT(tl_heap->bin_bytes, kHeapBinBytes / 2);
+    EXPECT_GE(tl_heap->bin_bytes, kMinHeapBinBytes / 2);  // the share, not the exercise, stopped it
+    ak::pool_trim();
+  });
+  done.store(true);
+  for (auto& t : others) t.join();
 }
 
 // A thread's exit sends its bins home: the slabs of a thread that freed everything go back.

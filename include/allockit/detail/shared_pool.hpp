@@ -179,11 +179,15 @@ inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab add
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
 // What a heap's bin limits together may grow past their start limits, in bytes (thread_heap.cpp:
-// a bin that runs empty doubles its limit within it). 4 MiB, tcmalloc's largest thread cache: at
-// 2 MiB, random sizes up to 64 KiB in random order (alloc_test) overflowed and refilled bins
-// 240,000 times in 60M calls, 4-5% of its time, and mstress, larson, rptest and random_sizes ran
-// 5-13% slower; peak RSS moved by -2..+1.5 MiB (fewer trims also scatter fewer blocks over slabs).
+// a bin that runs empty doubles its limit within it), at most. 4 MiB, tcmalloc's largest thread
+// cache: at 2 MiB, random sizes up to 64 KiB in random order (alloc_test) overflowed and refilled
+// bins 240,000 times in 60M calls, 4-5% of its time, and mstress, larson, rptest and random_sizes
+// ran 5-13% slower; peak RSS moved by -2..+1.5 MiB (fewer trims also scatter fewer blocks over
+// slabs). The threads holding a heap share kAllBinBytes, each at least kMinHeapBinBytes, as
+// tcmalloc's thread caches share 32 MiB: 64 threads pin at most 32 MiB of grown bins, not 256.
 inline constexpr std::size_t kHeapBinBytes = std::size_t(4) << 20;
+inline constexpr std::size_t kAllBinBytes = std::size_t(32) << 20;
+inline constexpr std::size_t kMinHeapBinBytes = std::size_t(512) << 10;
 
 // All zero when new: a static heap needs no relocation and stays in .bss until written.
 struct alignas(64) Heap {
