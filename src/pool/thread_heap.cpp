@@ -513,9 +513,10 @@ void collect_remote(Heap* h) {
 // threads run side by side). Once its overflows have sent kShrinkBlocks blocks home without it
 // running empty (a long run of frees: the program is giving memory back), its limit halves. What
 // a thread that frees everything and goes idle keeps is its bins: their start limits and at most
-// kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more, each block pinning
-// at most one otherwise empty slab; a long run of frees first shrinks them to their start limits
-// (100,000 blocks freed in random order leave a 64-block bin).
+// kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more (up to 64
+// threads; past that, kMinHeapBinBytes each), each block pinning at most one otherwise empty
+// slab; a long run of frees first shrinks them to their start limits (100,000 blocks freed in
+// random order leave a 64-block bin).
 constexpr std::uint32_t kMaxBinBlocks = 8192;
 constexpr std::uint32_t kShrinkBlocks = kMaxBinBlocks / 2;
 
