@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <initializer_list>
 #include <random>
 #include <thread>
 #include <vector>
@@ -144,6 +145,20 @@ TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
   });
 }
 
+// Grows this thread's bins of blocks of `sizes`, in that order, six rounds: every second block
+// freed fills a bin and sends blocks home to slabs that stay in use; allocating them again runs
+// the bin dry with slabs to refill from (its limit doubles); then everything is freed.
+void grow_bins(std::initializer_list<std::size_t> sizes) {
+  for (int round = 0; round < 6; ++round)
+    for (const std::size_t size : sizes) {
+      std::vector<void*> v;
+      for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(size, 8));
+      for (std::size_t i = 0; i < v.size(); i += 2) ak::pool_deallocate(v[i], size, 8);
+      for (std::size_t i = 0; i < v.size(); i += 2) v[i] = ak::pool_allocate(size, 8);
+      for (void* p : v) ak::pool_deallocate(p, size, 8);
+    }
+}
+
 // However many classes a thread's bins grow in, together they grow past their start limits by
 // at most the heap's budget; a class that wants more takes it from the others.
 TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
@@ -152,18 +167,7 @@ TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
     using namespace ak::detail;
     std::uint32_t start[kHeapClasses];
     for (unsigned c = 0; c < kHeapClasses; ++c) start[c] = pool_start_limit(c);
-    const std::size_t sizes[] = {16384, 8192, 4096, 2048, 1024};  // the largest grows first
-    for (int round = 0; round < 6; ++round)
-      for (const std::size_t size : sizes) {
-        // Every second block freed fills the bin and sends blocks home to slabs that stay in
-        // use; allocating them again runs the bin dry with slabs to refill from (its limit
-        // doubles); then everything is freed.
-        std::vector<void*> v;
-        for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(size, 8));
-        for (std::size_t i = 0; i < v.size(); i += 2) ak::pool_deallocate(v[i], size, 8);
-        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = ak::pool_allocate(size, 8);
-        for (void* p : v) ak::pool_deallocate(p, size, 8);
-      }
+    grow_bins({16384, 8192, 4096, 2048, 1024});  // the largest grows first
     std::size_t grown = 0, held = 0, start_bytes = 0;
     for (unsigned c = 0; c < kHeapClasses; ++c) {
       const Bin& bin = tl_heap->bins[c];
@@ -201,14 +205,7 @@ TEST(Bins, ManyThreadsShareOneBudgetForGrownBins) {
   while (ready.load() < kOthers) std::this_thread::yield();
   in_new_thread([] {
     using namespace ak::detail;
-    for (int round = 0; round < 6; ++round)
-      for (const std::size_t size : {16384, 8192, 4096}) {
-        std::vector<void*> v;
-        for (int i = 0; i < 1000; ++i) v.push_back(ak::pool_allocate(size, 8));
-        for (std::size_t i = 0; i < v.size(); i += 2) ak::pool_deallocate(v[i], size, 8);
-        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = ak::pool_allocate(size, 8);
-        for (void* p : v) ak::pool_deallocate(p, size, 8);
-      }
+    grow_bins({16384, 8192, 4096});
     // 16 heaps at least (the others and this one): a share of at most kAllBinBytes / 16.
     EXPECT_LE(tl_heap->bin_bytes, kAllBinBytes / (kOthers + 1));
     EXPECT_GE(tl_heap->bin_bytes, kMinHeapBinBytes / 2);  // the share, not the exercise, stopped it
