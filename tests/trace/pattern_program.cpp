@@ -2,13 +2,15 @@
 // allocates between two marker calls (malloc(777777) and malloc(777778)) has a size in
 // [3000, 4000), so the checker can count exactly what the program called. It writes the
 // expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
-// (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part).
+// (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part),
+// "churn" (two threads that allocate without pause for 300 ms).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -138,7 +140,7 @@ int nonheap() {
 }
 
 // Big blocks written in part: 4 MiB with its first 100 pages written and a 2 MiB calloc with 10,
-// both live for 30 ms (the recorder samples memory every 5 ms), then freed.
+// both live for 30 ms (the recorder samples memory every 2 ms), then freed.
 int bigblocks() {
   auto* a = static_cast<char*>(keep(malloc_(4 << 20)));
   for (int k = 0; k < 100; ++k) a[k * 4096] = 1;
@@ -150,6 +152,28 @@ int bigblocks() {
   return 0;
 }
 
+// Two threads that allocate, write and free small blocks without pause for 300 ms (a few million
+// calls): their logs fill and flush every millisecond or so, and the flushes take the memory
+// samples (recorder_rss.cpp).
+int churn() {
+  auto work = [] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    void* held[64] = {};
+    for (unsigned i = 0; std::chrono::steady_clock::now() < end; ++i)
+      for (int k = 0; k < 64; ++k, ++i) {
+        free_(held[k]);
+        const size_t n = 1024 + i % 4096;
+        held[k] = keep(malloc_(n));
+        std::memset(held[k], int(i), n);
+      }
+    for (void* p : held) free_(p);
+  };
+  std::thread t(work);
+  work();
+  t.join();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +182,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "pattern") == 0) return pattern(argv[1]);
   if (std::strcmp(mode, "nonheap") == 0) return nonheap();
   if (std::strcmp(mode, "bigblocks") == 0) return bigblocks();
+  if (std::strcmp(mode, "churn") == 0) return churn();
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
   if (std::strcmp(mode, "crash") == 0) {
     volatile int* null = nullptr;

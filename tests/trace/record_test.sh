@@ -71,6 +71,27 @@ f = json.load(open("nhc/compare.json"))["fidelity"]
 assert f["state"] == "measured" and 0.75 < f["ratio"] < 1.33, f
 PY
 
+step "a program that allocates without pause is sampled at least every 10 ms"
+"$ak" record -o churn.akj --stack 0 -- "$build/pattern_program" x churn
+python3 - churn.akj <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+o = 24 + struct.unpack_from("<I", d, 12)[0]
+samples, clocks = [], []
+while o + 40 <= len(d):
+    codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
+    if codec & 0xff == 2:
+        clocks.append(struct.unpack_from("<QQ", d, o + 40))
+    elif codec & 0xff == 3:
+        samples += [struct.unpack_from("<Q", d, o + 40 + 40 * i)[0] for i in range(count)]
+    o += 40 + stored
+(t0, n0), (t1, n1) = clocks[0], clocks[-1]
+span_ms = (max(samples) - min(samples)) * (n1 - n0) / (t1 - t0) / 1e6
+# The flushes of the program's own logs sample while it runs, so this holds on a loaded machine
+# too, where the sampler thread may wait for a core.
+assert span_ms > 250 and len(samples) >= span_ms / 10, (len(samples), span_ms)
+PY
+
 step "big blocks' frees carry the pages written; the replay writes as many"
 "$ak" record -o big.akj --stack 0 -- "$build/pattern_program" x bigblocks
 "$ak" stats --json big.akj > big.json

@@ -230,8 +230,7 @@ void after_fork_child() {
   for (ThreadLog* l = g_logs.load(); l; l = l->next) {
     l->busy.store(0);
     l->lock.store(0);
-    l->count = 0;
-    l->len = 0;
+    start_block(l);
     l->owned.store(l == tl_log ? 1 : 0);
   }
   rss_after_fork_child();

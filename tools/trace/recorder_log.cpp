@@ -204,9 +204,8 @@ void flush_log(ThreadLog* log, bool may_pack) {
                 {const_cast<uint8_t*>(stored), stored_len}};
   write_all(g_fd, v, 2);
   if (packed) release_packer();
-  log->count = 0;
   if (log->len > log->filled_max) log->filled_max = log->len;
-  log->len = 0;
+  start_block(log);
   flush_stacks(false);
   errno = saved;
 }
@@ -278,10 +277,9 @@ ThreadLog* first_log() {
   if (tl_thread == 0) tl_thread = g_next_thread.fetch_add(1);
   l->thread = tl_thread;
   l->os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  l->count = 0;
-  l->len = 0;
-  // An unstamped first call takes the log's previous time (append): a fresh log starts at now.
+  // A fresh log starts at now; a reused one at its last time, earlier than any call of this thread.
   if (l->state.time_ns == 0) l->state.time_ns = stamp_ticks();
+  start_block(l);
   tl_log = l;
   pthread_setspecific(g_key, l);
   return l;
@@ -290,6 +288,7 @@ ThreadLog* first_log() {
 __attribute__((noinline)) void flush_from_append(ThreadLog* log) {
   flush_log(log, true);
   if (!rss_sampler_running()) start_rss_sampler();  // a fork child's first flush
+  sample_at_flush();
 }
 
 void record_locked(ThreadLog* log, Call k) {

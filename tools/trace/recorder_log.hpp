@@ -84,15 +84,15 @@ inline uint64_t stamp_ticks() {
 
 // Stamps of plain calls (all but realloc, whose duration needs both ends). The rdtsc is half of
 // the recorder's cost on a malloc/free loop, so each thread reads the clock on one call in
-// kStampEvery, and on the first call after the coarse tick moved: the memory sampler advances
-// g_coarse_tick every kRssPeriodMs, so a program that calls rarely still stamps every call. The
-// calls between go unstamped (0; kUnstampedFlag): each lies between its thread's stamps around
-// it, and readers place it there and match it across threads within that span (timeline.cpp).
-// A thread that blocks between two stamps (a join, Python's GIL) leaves its calls a span of up
-// to two ticks, in which other threads may take and free blocks at the same addresses; the
-// reader orders such calls by the addresses they share (timeline_sampled_test.cpp measures how
-// rarely it picks another order than the program's). Cost of an unstamped call: three loads, a
-// compare and a decrement.
+// kStampEvery, and on the first call after the coarse tick moved: every memory sample advances
+// g_coarse_tick (every 2 ms, 8 at most: recorder_rss.cpp), so a program that calls rarely still
+// stamps every call. The calls between go unstamped (0; kUnstampedFlag): each lies between its
+// thread's stamps around it, and readers place it there and match it across threads within that
+// span (timeline.cpp). A thread that blocks between two stamps (a join, Python's GIL) leaves its
+// calls a span of up to two ticks, in which other threads may take and free blocks at the same
+// addresses; the reader orders such calls by the addresses they share (timeline_sampled_test.cpp
+// measures how rarely it picks another order than the program's). Cost of an unstamped call: three
+// loads, a compare and a decrement.
 constexpr uint32_t kStampEvery = 8;
 extern std::atomic<uint32_t> g_coarse_tick;
 extern constinit thread_local uint32_t tl_unstamped_left;  // calls left before the next stamp
@@ -125,12 +125,14 @@ uint64_t resident_log_bytes();
 // Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
 // sampler thread (once per process; again in a fork child); flush_rss writes the buffered
 // samples, after one more when `final_sample` (exit, exec), else only if the buffer is free
-// (crash handlers). count_recorder_bytes adds to the recorder's own memory each sample carries,
-// beside resident_log_bytes.
+// (crash handlers). sample_at_flush takes a sample when one is due, from a log's flush, so a
+// program that allocates needs no wake-up of the sampler thread. count_recorder_bytes adds to the
+// recorder's own memory each sample carries, beside resident_log_bytes.
 void start_rss_sampler();
 bool rss_sampler_running();
 void rss_after_fork_child();
 void flush_rss(bool final_sample);
+void sample_at_flush();
 void count_recorder_bytes(size_t bytes);
 void uncount_recorder_bytes(size_t bytes);
 uint64_t anon_bytes_now();  // RssAnon of this instant (one read of /proc/self/statm)
@@ -185,13 +187,19 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
   ++log->count;
 }
 
+// Empties `log` and starts its next block at the log's latest time: the block's first event is
+// a delta from it (an unstamped first call takes it as its lower bound), so no event needs to
+// know whether it is a block's first. Pointer deltas start again from 0: a block decodes alone.
+inline void start_block(ThreadLog* log) {
+  log->count = 0;
+  log->len = 0;
+  log->base_time = log->state.time_ns;
+  log->state = CodecState{log->base_time, 0};
+}
+
 // Appends call `k`; a time of 0 is an unstamped call (sampled_stamp), whose time readers take
 // from the log's previous one.
 [[gnu::always_inline]] inline void append(ThreadLog* log, const Call& k) {
-  if (log->count == 0) {  // an unstamped first call: the log's previous time is its lower bound
-    log->base_time = k.time != 0 ? k.time : log->state.time_ns;
-    log->state = CodecState{log->base_time, 0};
-  }
   encode_into(log, k);
   if (log->len + kMaxEventBytes > kLogBytes || g_exiting.load(std::memory_order_relaxed))
       [[unlikely]]
@@ -215,12 +223,11 @@ __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
   log->busy.store(0, std::memory_order_release);
 }
 
-// Whether `log` (the calling thread's, or null) takes the next event on the fast path: set up
-// (its first event sets the base time), with room for it and one more without a flush, and the
-// process not exiting (when every event is written at once). Otherwise `record` does it all.
+// Whether `log` (the calling thread's, or null) takes the next event on the fast path: with
+// room for it and one more without a flush. Otherwise `record` does it all. (Once the process
+// exits, g_sync sends every event to record_locked, which writes it at once: enter_log.)
 [[gnu::always_inline]] inline bool takes_fast_append(const ThreadLog* log) {
-  return log != nullptr && log->count != 0 && log->len + 2 * kMaxEventBytes <= kLogBytes &&
-         !g_exiting.load(std::memory_order_relaxed);
+  return log != nullptr && log->len + 2 * kMaxEventBytes <= kLogBytes;
 }
 
 // Appends call `k` to `log`, which takes_fast_append said yes to; false, having written nothing,

@@ -1,15 +1,19 @@
-// The recorder's memory samples (recorder_log.hpp): a thread reads /proc/self/statm every
-// kRssPeriodMs and journals RssAnon and VmRSS in RSS blocks (codec.hpp), with the non-heap share
-// of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapEvery for how often), so a
-// replay can be held against the heap memory the program really used. Nothing here runs on an
-// allocation path: the sampler thread, the exit and exec flushes, and a crash handler (which only
-// writes what is buffered) are its only callers.
+// The recorder's memory samples (recorder_log.hpp): RssAnon and VmRSS from /proc/self/statm at
+// least every kRssPeriodMs while the program allocates, journalled in RSS blocks (codec.hpp), with
+// the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapPeriodMs for
+// how often), so a replay can be held against the heap memory the program really used. A program
+// that allocates fills its logs, and the flush of a log takes the sample when one is due
+// (sample_at_flush): no other thread runs. The recorder's own sampler thread samples only when
+// no flush did, and sleeps longer while flushes sample for it. Nothing here runs on an
+// allocation path but sample_at_flush, which a log flush calls once every 64 KiB of events.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,22 +28,32 @@ namespace {
 // `git log`'s recorded heap peak read 2.5% lower (7.69-7.76 MiB, against 7.90-7.93 at 2 and at
 // 1 ms), which the replay, whose peak also takes the kernel's high-water mark, did not miss.
 constexpr long kRssPeriodMs = 2;
+constexpr uint64_t kRssPeriodNs = kRssPeriodMs * 1000000;
+// A flush samples when the last sample is this old: before the sampler's next wake-up is due,
+// so a program that flushes often takes every sample itself and the sampler sees it and sleeps.
+constexpr uint64_t kFlushSampleNs = kRssPeriodNs * 3 / 4;
+// The sampler's longest sleep while flushes take the samples: each of its wake-ups preempts a
+// thread of a program that keeps both cores busy, and one holding its allocator's lock stalls
+// the others (larson: 0.13x of its wall time for a sampler waking every 2 ms, against none).
+// When flushes stop, the next sample comes at most kRssPeriodMs + this after the last.
+constexpr long kSamplerMaxSleepMs = 6;
 constexpr uint32_t kRssBatch = 500;  // samples per block: a second's worth
-// Non-heap memory is measured every 2nd sample while it moves (a program starting up dirties its
-// data segments within milliseconds), else every 25th (50 ms; a read of /proc/self/smaps costs
-// about 0.5 ms for a program with a hundred mappings), and at the first and last; samples in
-// between hold kNonheapUnmeasured and readers fill them in (fill_unmeasured). After start-up it
-// moves with loads and threads, not with allocations.
-constexpr uint32_t kNonheapEvery = 25;
-constexpr uint32_t kNonheapEveryMoving = 2;
-constexpr uint64_t kNonheapMoving = 16 * 1024;  // a change this large: measure again next sample
+// Non-heap memory is measured by the sampler thread every kNonheapMovingMs while it moves (a
+// program starting up dirties its data segments within milliseconds), else every
+// kNonheapPeriodMs (a read of /proc/self/smaps costs about 0.5 ms for a program with a hundred
+// mappings), and at the first and last sample; samples in between hold kNonheapUnmeasured and
+// readers fill them in (fill_unmeasured). After start-up it moves with loads and threads, not with
+// allocations. A flush never measures it: that is 0.5 ms inside the program's malloc.
+constexpr uint64_t kNonheapPeriodMs = 50;
+constexpr uint64_t kNonheapMovingMs = 4;
+constexpr uint64_t kNonheapMoving = 16 * 1024;  // a change this large: measure again soon
 constexpr size_t kMaxStacks = 1024;  // thread stacks measured; more threads: theirs count as heap
 
 struct RssBuffer {
   SpinLock lock;
   uint32_t n = 0;
-  uint32_t since_nonheap = 0;
-  uint64_t nonheap = 0;  // the last measure
+  uint64_t nonheap_at_ns = 0;  // when non-heap memory was last measured (0: never)
+  uint64_t nonheap = 0;        // the last measure
   bool nonheap_moving = true;
   RssRecord samples[kRssBatch]{};
   AddressRange stacks[kMaxStacks]{};
@@ -47,6 +61,8 @@ struct RssBuffer {
 constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynamic initialisers run
 constinit std::atomic<uint64_t> g_recorder_bytes{0};
 constinit std::atomic<bool> g_sampler_running{false};
+constinit std::atomic<uint64_t> g_last_sample_ns{0};  // CLOCK_MONOTONIC of the latest sample
+constinit std::atomic<uint64_t> g_flush_samples{0};   // samples taken by flushes, ever
 
 // Reads a small /proc file into `buf` (NUL-terminated); false when it cannot.
 bool read_proc(const char* path, char* buf, size_t size) {
@@ -122,22 +138,30 @@ uint64_t measure_nonheap_locked() {
   return nonheap_bytes(g_rss.stacks, n, g_allocator_inode);
 }
 
-// Appends one sample of this instant, measuring non-heap memory when `full` or due. Caller holds
-// the buffer's lock.
-void sample_locked(bool full) {
-  uint64_t nonheap = kNonheapUnmeasured;
-  ++g_rss.since_nonheap;
-  if (full || g_rss.since_nonheap >= (g_rss.nonheap_moving ? kNonheapEveryMoving : kNonheapEvery)) {
+// Whether non-heap memory is due for a measure at `now` (see kNonheapPeriodMs). Caller holds the
+// buffer's lock.
+bool nonheap_due_locked(uint64_t now) {
+  const uint64_t every = (g_rss.nonheap_moving ? kNonheapMovingMs : kNonheapPeriodMs) * 1000000;
+  return g_rss.nonheap_at_ns == 0 || now - g_rss.nonheap_at_ns >= every;
+}
+
+// Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory when
+// `nonheap`, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
+void sample_locked(uint64_t now, bool nonheap) {
+  uint64_t measured = kNonheapUnmeasured;
+  if (nonheap) {
     const uint64_t was = g_rss.nonheap;
-    g_rss.nonheap = nonheap = measure_nonheap_locked();
-    g_rss.nonheap_moving = nonheap > was + kNonheapMoving || was > nonheap + kNonheapMoving;
-    g_rss.since_nonheap = 0;
+    g_rss.nonheap = measured = measure_nonheap_locked();
+    g_rss.nonheap_moving = measured > was + kNonheapMoving || was > measured + kNonheapMoving;
+    g_rss.nonheap_at_ns = now;
   }
+  g_last_sample_ns.store(now, std::memory_order_relaxed);
+  g_coarse_tick.fetch_add(1, std::memory_order_relaxed);
   uint64_t anon, rss;
   if (!read_statm(anon, rss)) return;
   if (g_rss.n == kRssBatch) write_rss_locked();
   const uint64_t recorder = g_recorder_bytes.load(std::memory_order_relaxed) + resident_log_bytes();
-  g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss, recorder, nonheap};
+  g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss, recorder, measured};
 }
 
 // Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
@@ -149,21 +173,38 @@ long thread_count() {
   return p ? std::strtol(p + 1, nullptr, 10) : 0;
 }
 
+// Whether a thread started through pthread_create's wrapper still runs (its slot is claimed).
+bool registered_thread_lives() {
+  for (const StackSlot& s : g_thread_stacks)
+    if (s.lo.load(std::memory_order_relaxed) != 0) return true;
+  return false;
+}
+
 void* sampler(void*) {
   ++tl_busy;  // nothing this thread does is the program's
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
+  long sleep_ms = kRssPeriodMs;
+  uint64_t flushed_seen = 0;
   for (;;) {
-    timespec ts{0, kRssPeriodMs * 1000000};
+    timespec ts{0, sleep_ms * 1000000};
     nanosleep(&ts, nullptr);
-    g_coarse_tick.fetch_add(1, std::memory_order_relaxed);  // calls stamp again (sampled_stamp)
+    const uint64_t now = mono_ns();
+    // Flushes sampled since the last wake-up: the program allocates, and they sample for it.
+    const uint64_t flushed = g_flush_samples.load(std::memory_order_relaxed);
+    const bool flushes_sample = flushed != flushed_seen;
+    flushed_seen = flushed;
+    const bool due = now - g_last_sample_ns.load(std::memory_order_relaxed) >= kRssPeriodNs;
     g_rss.lock.lock();
-    sample_locked(false);
+    const bool nonheap = nonheap_due_locked(now);
+    if (due || nonheap) sample_locked(now, nonheap);
     g_rss.lock.unlock();
+    sleep_ms = flushes_sample ? std::min(2 * sleep_ms, kSamplerMaxSleepMs) : kRssPeriodMs;
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
-    // process ends as it would have.
-    if (thread_count() == 1) {
+    // process ends as it would have. A registered thread that lives is one that is not gone, and
+    // costs no read of /proc.
+    if (!registered_thread_lives() && thread_count() == 1) {
       g_rss.lock.lock();
       write_rss_locked();
       g_rss.lock.unlock();
@@ -244,7 +285,7 @@ void uncount_recorder_bytes(size_t bytes) {
 void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
   g_rss.lock.lock();
-  sample_locked(true);  // the first sample: the process before the program's first allocation
+  sample_locked(mono_ns(), true);  // the first: the process before the program's first allocation
   g_rss.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -261,18 +302,32 @@ void rss_after_fork_child() {
   // The sampler did not survive the fork; the parent's samples are the parent's to write.
   g_rss.lock.unlock();
   g_rss.n = 0;
-  g_rss.since_nonheap = 0;
+  g_rss.nonheap_at_ns = 0;
+  g_last_sample_ns.store(0, std::memory_order_relaxed);
   for (StackSlot& s : g_thread_stacks)  // only the forking thread lives on in the child
     if (&s != tl_stack_slot) s.hi.store(0), s.lo.store(0);
   g_rss.nonheap_moving = true;
   g_sampler_running.store(false);
 }
 
+void sample_at_flush() {
+  if (!g_sampler_running.load(std::memory_order_relaxed)) return;
+  const uint64_t now = mono_ns();
+  if (now - g_last_sample_ns.load(std::memory_order_relaxed) < kFlushSampleNs ||
+      !g_rss.lock.try_lock())
+    return;
+  const int saved = errno;
+  sample_locked(now, false);
+  g_flush_samples.fetch_add(1, std::memory_order_relaxed);
+  g_rss.lock.unlock();
+  errno = saved;
+}
+
 void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
     g_rss.lock.lock();
-    sample_locked(true);
+    sample_locked(mono_ns(), true);
   } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }
