@@ -3,7 +3,8 @@
 // [3000, 4000), so the checker can count exactly what the program called. It writes the
 // expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
 // (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part),
-// "churn" (two threads that allocate without pause for 300 ms).
+// "churn" (two threads that allocate without pause for 300 ms), "threads N" (N threads one after
+// another, each allocating once).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -174,6 +175,13 @@ int churn() {
   return 0;
 }
 
+// N threads, one after another, each allocating and freeing once: glibc frees each thread's
+// buffers after its key destructors ran, so every thread calls free once its log was flushed.
+int threads(int n) {
+  for (int i = 0; i < n; ++i) std::thread([] { free_(keep(malloc_(100))); }).join();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +191,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "nonheap") == 0) return nonheap();
   if (std::strcmp(mode, "bigblocks") == 0) return bigblocks();
   if (std::strcmp(mode, "churn") == 0) return churn();
+  if (std::strcmp(mode, "threads") == 0) return threads(argc > 3 ? std::atoi(argv[3]) : 1);
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
   if (std::strcmp(mode, "crash") == 0) {
     volatile int* null = nullptr;

@@ -92,6 +92,28 @@ span_ms = (max(samples) - min(samples)) * (n1 - n0) / (t1 - t0) / 1e6
 assert span_ms > 250 and len(samples) >= span_ms / 10, (len(samples), span_ms)
 PY
 
+step "threads that exit hand their logs on: the recorder's memory does not grow with them"
+"$ak" record -o t100.akj --stack 0 -- "$build/pattern_program" x threads 100
+"$ak" record -o t400.akj --stack 0 -- "$build/pattern_program" x threads 400
+python3 - t100.akj t400.akj <<'PY'
+import struct, sys
+def last_recorder_bytes(path):
+    d = open(path, "rb").read()
+    o = 24 + struct.unpack_from("<I", d, 12)[0]
+    last = (0, 0)
+    while o + 40 <= len(d):
+        codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
+        if codec & 0xff == 3:
+            for i in range(count):
+                t, _, _, rec = struct.unpack_from("<QQQQ", d, o + 40 + 40 * i)
+                last = max(last, (t, rec))
+        o += 40 + stored
+    return last[1]
+few, many = (last_recorder_bytes(p) for p in sys.argv[1:])
+# A log kept by each exited thread adds a page or more per thread: 1.2 MiB for 300 more.
+assert many - few < 256 << 10, (few, many)
+PY
+
 step "big blocks' frees carry the pages written; the replay writes as many"
 "$ak" record -o big.akj --stack 0 -- "$build/pattern_program" x bigblocks
 "$ak" stats --json big.akj > big.json

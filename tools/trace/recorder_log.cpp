@@ -27,6 +27,7 @@ std::atomic<bool> g_exiting{false};
 std::atomic<bool> g_sync{false};
 pthread_key_t g_key;
 constinit thread_local ThreadLog* tl_log = nullptr;
+constinit thread_local bool tl_exited = false;
 constinit thread_local uint32_t tl_thread = 0;
 constinit thread_local int tl_busy = 0;
 std::atomic<uint32_t> g_coarse_tick{0};
@@ -246,6 +247,7 @@ void thread_exit(void* p) {
   flush_log(log, true);
   unlock(log);
   tl_log = nullptr;
+  tl_exited = true;
   log->owned.store(0, std::memory_order_release);
   stacks_thread_exit();
   --tl_busy;
@@ -261,7 +263,7 @@ ThreadLog* acquire_log() {
   void* m =
       mmap(nullptr, sizeof(ThreadLog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  auto* l = new (m) ThreadLog{};
+  auto* l = new (m) ThreadLog;  // default-initialised: the event buffer's pages stay untouched
   l->owned.store(1);
   ThreadLog* head = g_logs.load();
   do l->next = head;
@@ -281,8 +283,20 @@ ThreadLog* first_log() {
   if (l->state.time_ns == 0) l->state.time_ns = stamp_ticks();
   start_block(l);
   tl_log = l;
-  pthread_setspecific(g_key, l);
+  if (!tl_exited) pthread_setspecific(g_key, l);  // else record() hands it back after the call
   return l;
+}
+
+// A call the thread makes after its log's thread-exit flush (glibc's __libc_thread_freeres frees
+// the thread's buffers after every key destructor ran): the log taken for it is written and
+// handed back at once. Kept, it would be lost to reuse, one per exited thread.
+void hand_back_late_log(ThreadLog* log) {
+  Guard g;
+  lock(log);
+  flush_log(log, false);
+  unlock(log);
+  tl_log = nullptr;
+  log->owned.store(0, std::memory_order_release);
 }
 
 __attribute__((noinline)) void flush_from_append(ThreadLog* log) {

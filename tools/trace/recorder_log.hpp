@@ -40,17 +40,19 @@ struct SpinLock {
 // ---- per-thread logs ------------------------------------------------------------------------
 constexpr size_t kLogBytes = 64 * 1024;
 constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
+// Every field but `block` is initialised, so `new ThreadLog` writes the header's cache lines only
+// and the buffer's pages are touched as events fill them.
 struct ThreadLog {
-  ThreadLog* next;              // registry link, never unlinked
-  std::atomic<uint32_t> busy;   // set by the owner while it appends (plain stores, no fence)
-  std::atomic<uint32_t> lock;   // taken by flushers of other threads' logs, and by the owner
-                                // whenever g_sync is set
-  std::atomic<uint32_t> owned;  // 1 while a live thread uses this log
-  uint32_t thread, os_tid, count;
-  uint64_t base_time;
+  ThreadLog* next = nullptr;       // registry link, never unlinked
+  std::atomic<uint32_t> busy{0};   // set by the owner while it appends (plain stores, no fence)
+  std::atomic<uint32_t> lock{0};   // taken by flushers of other threads' logs, and by the owner
+                                   // whenever g_sync is set
+  std::atomic<uint32_t> owned{0};  // 1 while a live thread uses this log
+  uint32_t thread = 0, os_tid = 0, count = 0;
+  uint64_t base_time = 0;
   CodecState state;
-  size_t len;         // committed payload bytes; an event is counted only once fully written
-  size_t filled_max;  // the most `len` has been at a flush: the payload's pages touched
+  size_t len = 0;         // committed payload bytes; an event is counted only once fully written
+  size_t filled_max = 0;  // the most `len` has been at a flush: the payload's pages touched
   // A clock block, then the event block's header and payload: written with one write(2).
   alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
 };
@@ -63,6 +65,7 @@ extern std::atomic<bool> g_sync;     // flushers of other threads' logs are at w
 extern pthread_key_t g_key;          // its destructor flushes a thread's log at thread exit
 
 extern constinit thread_local ThreadLog* tl_log;
+extern constinit thread_local bool tl_exited;  // past its log's thread-exit flush (thread_exit)
 extern constinit thread_local uint32_t tl_thread;
 extern constinit thread_local int
     tl_busy;  // >0 inside the recorder: nested calls pass straight through
@@ -177,6 +180,7 @@ struct Call {
 };
 
 __attribute__((noinline)) void record_locked(ThreadLog* log, Call k);
+__attribute__((noinline)) void hand_back_late_log(ThreadLog* log);
 
 // Encodes call `k` at the end of `log`'s payload (which has room for it) and counts it.
 [[gnu::always_inline]] inline void encode_into(ThreadLog* log, const Call& k) {
@@ -256,10 +260,14 @@ inline uint32_t call_stack() {
   const Call k{op, time, a, b, c, reinterpret_cast<uint64_t>(result), duration, stack};
   ThreadLog* log = my_log();
   if (!log) return;
-  if (!enter_log(log)) [[unlikely]]
-    return record_locked(log, k);
-  append(log, k);
-  leave_log(log);
+  if (!enter_log(log)) [[unlikely]] {
+    record_locked(log, k);
+  } else {
+    append(log, k);
+    leave_log(log);
+  }
+  if (tl_exited) [[unlikely]]
+    hand_back_late_log(log);
 }
 
 }  // namespace ak::trace::rec
