@@ -137,6 +137,16 @@ inline unsigned long long object_inode(const void* symbol) {
   return static_cast<unsigned long long>(st.st_ino);
 }
 
+// The resident bytes of `stacks` (thread stacks other than the main thread's): one mincore(2)
+// per 16 MiB, no read of /proc.
+inline uint64_t stack_bytes(const AddressRange* stacks, size_t n_stacks) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n_stacks; ++i)
+    if (stacks[i].hi > stacks[i].lo)
+      bytes += nonheap_detail::resident_bytes(stacks[i].lo, stacks[i].hi);
+  return bytes;
+}
+
 // This instant's non-heap anonymous bytes (see above), with the resident pages of `stacks`
 // (thread stacks other than the main thread's), leaving the object file `allocator_inode`
 // (object_inode) to the heap. 0 when /proc/self/smaps cannot be read.
@@ -163,11 +173,7 @@ inline uint64_t nonheap_bytes(const AddressRange* stacks, size_t n_stacks,
     std::memmove(buf, line, have);
   }
   close(fd);
-  uint64_t bytes = tally.bytes;
-  for (size_t i = 0; i < n_stacks; ++i)
-    if (stacks[i].hi > stacks[i].lo)
-      bytes += nonheap_detail::resident_bytes(stacks[i].lo, stacks[i].hi);
-  return bytes;
+  return tally.bytes + stack_bytes(stacks, n_stacks);
 }
 
 }  // namespace ak::trace

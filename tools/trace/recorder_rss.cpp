@@ -1,6 +1,6 @@
 // The recorder's memory samples (recorder_log.hpp): RssAnon and VmRSS from /proc/self/statm at
 // least every kRssPeriodMs while the program allocates, journalled in RSS blocks (codec.hpp), with
-// the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapPeriodMs for
+// the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kStacksEveryMs for
 // how often), so a replay can be held against the heap memory the program really used. A program
 // that allocates fills its logs, and the flush of a log takes the sample when one is due
 // (sample_at_flush): no other thread runs. The recorder's own sampler thread samples only when
@@ -38,23 +38,28 @@ constexpr uint64_t kFlushSampleNs = kRssPeriodNs * 3 / 4;
 // When flushes stop, the next sample comes at most kRssPeriodMs + this after the last.
 constexpr long kSamplerMaxSleepMs = 6;
 constexpr uint32_t kRssBatch = 500;  // samples per block: a second's worth
-// Non-heap memory is measured by the sampler thread every kNonheapMovingMs while it moves (a
-// program starting up dirties its data segments within milliseconds), else every
-// kNonheapPeriodMs (a read of /proc/self/smaps costs about 0.5 ms for a program with a hundred
-// mappings), and at the first and last sample; samples in between hold kNonheapUnmeasured and
-// readers fill them in (fill_unmeasured). After start-up it moves with loads and threads, not with
-// allocations. A flush never measures it: that is 0.5 ms inside the program's malloc.
-constexpr uint64_t kNonheapPeriodMs = 50;
-constexpr uint64_t kNonheapMovingMs = 4;
-constexpr uint64_t kNonheapMoving = 16 * 1024;  // a change this large: measure again soon
+// Non-heap memory is measured by the sampler thread only (never by a flush: that would be 0.5 ms
+// inside the program's malloc), at the first and last sample and at most every kStacksEveryMs: the
+// program's thread stacks by mincore(2) at each measure, the rest (nonheap.hpp: data segments,
+// .bss, the main stack) from /proc/self/smaps every kMappedMovingMs while it moves (a program
+// starting up dirties its data segments within milliseconds), else every kMappedEveryMs: a read
+// of smaps costs about 0.5 ms for a program with a hundred mappings, and it moves with loads,
+// not with allocations or threads (larson, which starts a thread every millisecond, read it every
+// 4 ms when stacks counted as its moves: 2.4% of the recorded run's time). Samples without a
+// measure hold kNonheapUnmeasured and readers fill them in (fill_unmeasured).
+constexpr uint64_t kStacksEveryMs = 4;
+constexpr uint64_t kMappedEveryMs = 50;
+constexpr uint64_t kMappedMovingMs = 4;
+constexpr uint64_t kMappedMoving = 16 * 1024;  // a change this large: read smaps again soon
 constexpr size_t kMaxStacks = 1024;  // thread stacks measured; more threads: theirs count as heap
 
 struct RssBuffer {
   SpinLock lock;
   uint32_t n = 0;
   uint64_t nonheap_at_ns = 0;  // when non-heap memory was last measured (0: never)
-  uint64_t nonheap = 0;        // the last measure
-  bool nonheap_moving = true;
+  uint64_t mapped_at_ns = 0;   // when smaps was last read (0: never)
+  uint64_t mapped = 0;         // its non-heap bytes then, stacks of other threads left out
+  bool mapped_moving = true;
   RssRecord samples[kRssBatch]{};
   AddressRange stacks[kMaxStacks]{};
 };
@@ -126,35 +131,42 @@ void release_thread_stack(void* slot) {
   tl_stack_slot = nullptr;
 }
 
-// Non-heap bytes of this instant, with the registered thread stacks. Caller holds the buffer's
-// lock.
-uint64_t measure_nonheap_locked() {
+// Non-heap bytes of this instant: the registered thread stacks now, and smaps as last read, read
+// again when due or `read_smaps`. Caller holds the buffer's lock.
+uint64_t measure_nonheap_locked(uint64_t now, bool read_smaps) {
   size_t n = 0;
   for (StackSlot& s : g_thread_stacks) {
     const uintptr_t lo = s.lo.load(std::memory_order_acquire),
                     hi = s.hi.load(std::memory_order_relaxed);
     if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
   }
-  return nonheap_bytes(g_rss.stacks, n, g_allocator_inode);
+  const uint64_t every = (g_rss.mapped_moving ? kMappedMovingMs : kMappedEveryMs) * 1000000;
+  if (read_smaps || g_rss.mapped_at_ns == 0 || now - g_rss.mapped_at_ns >= every) {
+    const uint64_t was = g_rss.mapped;
+    g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode);
+    g_rss.mapped_moving = g_rss.mapped > was + kMappedMoving || was > g_rss.mapped + kMappedMoving;
+    g_rss.mapped_at_ns = now;
+  }
+  g_rss.nonheap_at_ns = now;
+  return g_rss.mapped + stack_bytes(g_rss.stacks, n);
 }
 
-// Whether non-heap memory is due for a measure at `now` (see kNonheapPeriodMs). Caller holds the
+// Whether non-heap memory is due for a measure at `now` (kStacksEveryMs). Caller holds the
 // buffer's lock.
 bool nonheap_due_locked(uint64_t now) {
-  const uint64_t every = (g_rss.nonheap_moving ? kNonheapMovingMs : kNonheapPeriodMs) * 1000000;
-  return g_rss.nonheap_at_ns == 0 || now - g_rss.nonheap_at_ns >= every;
+  return g_rss.nonheap_at_ns == 0 || now - g_rss.nonheap_at_ns >= kStacksEveryMs * 1000000;
 }
 
-// Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory when
-// `nonheap`, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
-void sample_locked(uint64_t now, bool nonheap) {
-  uint64_t measured = kNonheapUnmeasured;
-  if (nonheap) {
-    const uint64_t was = g_rss.nonheap;
-    g_rss.nonheap = measured = measure_nonheap_locked();
-    g_rss.nonheap_moving = measured > was + kNonheapMoving || was > measured + kNonheapMoving;
-    g_rss.nonheap_at_ns = now;
-  }
+// What a sample measures of non-heap memory: nothing (a flush), what is due (the sampler), or
+// everything, smaps included (the first and last samples).
+enum class Nonheap { kSkip, kDue, kAll };
+
+// Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory as
+// `nonheap` says, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
+void sample_locked(uint64_t now, Nonheap nonheap) {
+  const uint64_t measured = nonheap == Nonheap::kSkip
+                                ? kNonheapUnmeasured
+                                : measure_nonheap_locked(now, nonheap == Nonheap::kAll);
   g_last_sample_ns.store(now, std::memory_order_relaxed);
   g_coarse_tick.fetch_add(1, std::memory_order_relaxed);
   uint64_t anon, rss;
@@ -198,7 +210,7 @@ void* sampler(void*) {
     const bool due = now - g_last_sample_ns.load(std::memory_order_relaxed) >= kRssPeriodNs;
     g_rss.lock.lock();
     const bool nonheap = nonheap_due_locked(now);
-    if (due || nonheap) sample_locked(now, nonheap);
+    if (due || nonheap) sample_locked(now, nonheap ? Nonheap::kDue : Nonheap::kSkip);
     g_rss.lock.unlock();
     sleep_ms = flushes_sample ? std::min(2 * sleep_ms, kSamplerMaxSleepMs) : kRssPeriodMs;
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
@@ -285,7 +297,8 @@ void uncount_recorder_bytes(size_t bytes) {
 void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
   g_rss.lock.lock();
-  sample_locked(mono_ns(), true);  // the first: the process before the program's first allocation
+  sample_locked(mono_ns(),
+                Nonheap::kAll);  // the first: the process before the program's first allocation
   g_rss.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -302,11 +315,11 @@ void rss_after_fork_child() {
   // The sampler did not survive the fork; the parent's samples are the parent's to write.
   g_rss.lock.unlock();
   g_rss.n = 0;
-  g_rss.nonheap_at_ns = 0;
+  g_rss.nonheap_at_ns = g_rss.mapped_at_ns = 0;
   g_last_sample_ns.store(0, std::memory_order_relaxed);
   for (StackSlot& s : g_thread_stacks)  // only the forking thread lives on in the child
     if (&s != tl_stack_slot) s.hi.store(0), s.lo.store(0);
-  g_rss.nonheap_moving = true;
+  g_rss.mapped_moving = true;
   g_sampler_running.store(false);
 }
 
@@ -317,7 +330,7 @@ void sample_at_flush() {
       !g_rss.lock.try_lock())
     return;
   const int saved = errno;
-  sample_locked(now, false);
+  sample_locked(now, Nonheap::kSkip);
   g_flush_samples.fetch_add(1, std::memory_order_relaxed);
   g_rss.lock.unlock();
   errno = saved;
@@ -327,7 +340,7 @@ void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
     g_rss.lock.lock();
-    sample_locked(mono_ns(), true);
+    sample_locked(mono_ns(), Nonheap::kAll);
   } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }
