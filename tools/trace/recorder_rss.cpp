@@ -1,6 +1,6 @@
 // The recorder's memory samples (recorder_log.hpp): RssAnon and VmRSS from /proc/self/statm at
 // least every kRssPeriodMs while the program allocates, journalled in RSS blocks (codec.hpp), with
-// the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kStacksEveryMs for
+// the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapEveryMs for
 // how often), so a replay can be held against the heap memory the program really used. A program
 // that allocates fills its logs, and the flush of a log takes the sample when one is due
 // (sample_at_flush): no other thread runs. The recorder's own sampler thread samples only when
@@ -39,26 +39,24 @@ constexpr uint64_t kFlushSampleNs = kRssPeriodNs * 3 / 4;
 constexpr long kSamplerMaxSleepMs = 6;
 constexpr uint32_t kRssBatch = 500;  // samples per block: a second's worth
 // Non-heap memory is measured by the sampler thread only (never by a flush: that would be 0.5 ms
-// inside the program's malloc), at the first and last sample and at most every kStacksEveryMs: the
-// program's thread stacks by mincore(2) at each measure, the rest (nonheap.hpp: data segments,
-// .bss, the main stack) from /proc/self/smaps every kMappedMovingMs while it moves (a program
-// starting up dirties its data segments within milliseconds), else every kMappedEveryMs: a read
-// of smaps costs about 0.5 ms for a program with a hundred mappings, and it moves with loads,
-// not with allocations or threads (larson, which starts a thread every millisecond, read it every
-// 4 ms when stacks counted as its moves: 2.4% of the recorded run's time). Samples without a
-// measure hold kNonheapUnmeasured and readers fill them in (fill_unmeasured).
-constexpr uint64_t kStacksEveryMs = 4;
-constexpr uint64_t kMappedEveryMs = 50;
-constexpr uint64_t kMappedMovingMs = 4;
-constexpr uint64_t kMappedMoving = 16 * 1024;  // a change this large: read smaps again soon
+// inside the program's malloc), at the first and last sample, every kNonheapMovingMs while what
+// /proc/self/smaps counts of it moves (a program starting up dirties its data segments within
+// milliseconds), else every kNonheapEveryMs: a read of smaps costs 0.5 ms for a program with a
+// hundred mappings, more with a large heap, and the data segments move with loads, not with
+// allocations or threads. The program's thread stacks (mincore) are measured with it but do not
+// count as its moves (larson, which starts a thread every millisecond, read smaps every 4 ms when
+// they did: 2.4% of the recorded run's time). Samples in between hold kNonheapUnmeasured and
+// readers fill them in (fill_unmeasured).
+constexpr uint64_t kNonheapEveryMs = 50;
+constexpr uint64_t kNonheapMovingMs = 4;
+constexpr uint64_t kMappedMoving = 16 * 1024;  // a change this large: measure again soon
 constexpr size_t kMaxStacks = 1024;  // thread stacks measured; more threads: theirs count as heap
 
 struct RssBuffer {
   SpinLock lock;
   uint32_t n = 0;
   uint64_t nonheap_at_ns = 0;  // when non-heap memory was last measured (0: never)
-  uint64_t mapped_at_ns = 0;   // when smaps was last read (0: never)
-  uint64_t mapped = 0;         // its non-heap bytes then, stacks of other threads left out
+  uint64_t mapped = 0;         // what smaps counted of it then (thread stacks left out)
   bool mapped_moving = true;
   RssRecord samples[kRssBatch]{};
   AddressRange stacks[kMaxStacks]{};
@@ -131,42 +129,32 @@ void release_thread_stack(void* slot) {
   tl_stack_slot = nullptr;
 }
 
-// Non-heap bytes of this instant: the registered thread stacks now, and smaps as last read, read
-// again when due or `read_smaps`. Caller holds the buffer's lock.
-uint64_t measure_nonheap_locked(uint64_t now, bool read_smaps) {
+// Non-heap bytes of this instant, with the registered thread stacks. Caller holds the buffer's
+// lock.
+uint64_t measure_nonheap_locked(uint64_t now) {
   size_t n = 0;
   for (StackSlot& s : g_thread_stacks) {
     const uintptr_t lo = s.lo.load(std::memory_order_acquire),
                     hi = s.hi.load(std::memory_order_relaxed);
     if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
   }
-  const uint64_t every = (g_rss.mapped_moving ? kMappedMovingMs : kMappedEveryMs) * 1000000;
-  if (read_smaps || g_rss.mapped_at_ns == 0 || now - g_rss.mapped_at_ns >= every) {
-    const uint64_t was = g_rss.mapped;
-    g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode);
-    g_rss.mapped_moving = g_rss.mapped > was + kMappedMoving || was > g_rss.mapped + kMappedMoving;
-    g_rss.mapped_at_ns = now;
-  }
+  const uint64_t was = g_rss.mapped;
+  g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode);
+  g_rss.mapped_moving = g_rss.mapped > was + kMappedMoving || was > g_rss.mapped + kMappedMoving;
   g_rss.nonheap_at_ns = now;
   return g_rss.mapped + stack_bytes(g_rss.stacks, n);
 }
 
-// Whether non-heap memory is due for a measure at `now` (kStacksEveryMs). Caller holds the
-// buffer's lock.
+// Whether non-heap memory is due for a measure at `now`. Caller holds the buffer's lock.
 bool nonheap_due_locked(uint64_t now) {
-  return g_rss.nonheap_at_ns == 0 || now - g_rss.nonheap_at_ns >= kStacksEveryMs * 1000000;
+  const uint64_t every = (g_rss.mapped_moving ? kNonheapMovingMs : kNonheapEveryMs) * 1000000;
+  return g_rss.nonheap_at_ns == 0 || now - g_rss.nonheap_at_ns >= every;
 }
 
-// What a sample measures of non-heap memory: nothing (a flush), what is due (the sampler), or
-// everything, smaps included (the first and last samples).
-enum class Nonheap { kSkip, kDue, kAll };
-
-// Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory as
-// `nonheap` says, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
-void sample_locked(uint64_t now, Nonheap nonheap) {
-  const uint64_t measured = nonheap == Nonheap::kSkip
-                                ? kNonheapUnmeasured
-                                : measure_nonheap_locked(now, nonheap == Nonheap::kAll);
+// Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory when
+// `nonheap`, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
+void sample_locked(uint64_t now, bool nonheap) {
+  const uint64_t measured = nonheap ? measure_nonheap_locked(now) : kNonheapUnmeasured;
   g_last_sample_ns.store(now, std::memory_order_relaxed);
   g_coarse_tick.fetch_add(1, std::memory_order_relaxed);
   uint64_t anon, rss;
@@ -210,7 +198,7 @@ void* sampler(void*) {
     const bool due = now - g_last_sample_ns.load(std::memory_order_relaxed) >= kRssPeriodNs;
     g_rss.lock.lock();
     const bool nonheap = nonheap_due_locked(now);
-    if (due || nonheap) sample_locked(now, nonheap ? Nonheap::kDue : Nonheap::kSkip);
+    if (due || nonheap) sample_locked(now, nonheap);
     g_rss.lock.unlock();
     sleep_ms = flushes_sample ? std::min(2 * sleep_ms, kSamplerMaxSleepMs) : kRssPeriodMs;
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
@@ -298,7 +286,7 @@ void start_rss_sampler() {
   if (g_fd < 0 || g_sampler_running.exchange(true)) return;
   g_rss.lock.lock();
   sample_locked(mono_ns(),
-                Nonheap::kAll);  // the first: the process before the program's first allocation
+                true);  // the first: the process before the program's first allocation
   g_rss.lock.unlock();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -315,7 +303,7 @@ void rss_after_fork_child() {
   // The sampler did not survive the fork; the parent's samples are the parent's to write.
   g_rss.lock.unlock();
   g_rss.n = 0;
-  g_rss.nonheap_at_ns = g_rss.mapped_at_ns = 0;
+  g_rss.nonheap_at_ns = 0;
   g_last_sample_ns.store(0, std::memory_order_relaxed);
   for (StackSlot& s : g_thread_stacks)  // only the forking thread lives on in the child
     if (&s != tl_stack_slot) s.hi.store(0), s.lo.store(0);
@@ -330,7 +318,7 @@ void sample_at_flush() {
       !g_rss.lock.try_lock())
     return;
   const int saved = errno;
-  sample_locked(now, Nonheap::kSkip);
+  sample_locked(now, false);
   g_flush_samples.fetch_add(1, std::memory_order_relaxed);
   g_rss.lock.unlock();
   errno = saved;
@@ -340,7 +328,7 @@ void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
     g_rss.lock.lock();
-    sample_locked(mono_ns(), Nonheap::kAll);
+    sample_locked(mono_ns(), true);
   } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }
