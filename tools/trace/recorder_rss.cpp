@@ -1,5 +1,5 @@
-// The recorder's memory samples (recorder_log.hpp): RssAnon and VmRSS from /proc/self/statm at
-// least every kRssPeriodMs while the program allocates, journalled in RSS blocks (codec.hpp), with
+// The recorder's memory samples (recorder_log.hpp): RssAnon and VmRSS from /proc/self/statm about
+// every kRssPeriodMs (8 ms apart at most), journalled in RSS blocks (codec.hpp), with
 // the non-heap share of RssAnon (nonheap.hpp: data segments and stacks; see kNonheapEveryMs for
 // how often), so a replay can be held against the heap memory the program really used. A program
 // that allocates fills its logs, and the flush of a log takes the sample when one is due
