@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -155,14 +156,18 @@ int bigblocks() {
 
 // Two threads that allocate, write and free small blocks without pause for 300 ms (a few million
 // calls): their logs fill and flush every millisecond or so, and the flushes take the memory
-// samples (recorder_rss.cpp).
+// samples (recorder_rss.cpp), system calls inside the program's free. free must leave errno as
+// it was (POSIX); exits 1 when one did not.
 int churn() {
-  auto work = [] {
+  std::atomic<int> errno_changed{0};
+  auto work = [&] {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
     void* held[64] = {};
     for (unsigned i = 0; std::chrono::steady_clock::now() < end; ++i)
       for (int k = 0; k < 64; ++k, ++i) {
+        errno = EDOM;
         free_(held[k]);
+        if (errno != EDOM) errno_changed.fetch_add(1, std::memory_order_relaxed);
         const size_t n = 1024 + i % 4096;
         held[k] = keep(malloc_(n));
         std::memset(held[k], int(i), n);
@@ -172,7 +177,9 @@ int churn() {
   std::thread t(work);
   work();
   t.join();
-  return 0;
+  if (errno_changed.load() != 0)
+    std::fprintf(stderr, "free changed errno %d times\n", errno_changed.load());
+  return errno_changed.load() != 0 ? 1 : 0;
 }
 
 // N threads, one after another, each allocating and freeing once: glibc frees each thread's
