@@ -3,6 +3,7 @@
 # realloc, calloc, aligned calls, new/delete, fork) hold exactly its calls; a crash or _exit
 # keeps the journal; replay completes; damaged journals get clear errors.
 # Usage: record_test.sh BUILD_DIR   (run by ctest)
+export PYTHONPATH="$(realpath "$(dirname "$0")")${PYTHONPATH:+:$PYTHONPATH}"  # journal_blocks.py
 source "$(dirname "$0")/common.sh"
 
 step "record the pattern program with --follow-forks"
@@ -13,15 +14,11 @@ child=$(ls p.akj.* | head -1)
 
 step "the recorder compresses as it writes: zstd blocks with TSC times, nothing rewritten after"
 python3 - p.akj <<'PY'
-import struct, sys
-d = open(sys.argv[1], "rb").read()
-o = 24 + struct.unpack_from("<I", d, 12)[0]
-codecs = set()
-while o + 40 <= len(d):
-    codec, stored = struct.unpack_from("<II", d, o + 4)
-    codecs.add(codec)
-    o += 40 + stored
-assert o == len(d), f"{len(d) - o} bytes after the last whole block"
+import sys
+from journal_blocks import blocks
+found = list(blocks(sys.argv[1]))
+assert not found[-1][2], f"{len(found[-1][2])} bytes after the last whole block"
+codecs = {codec for codec, _, _ in found[:-1]}
 assert 0x101 in codecs, f"no zstd block with TSC times: {sorted(codecs)}"
 PY
 
@@ -74,42 +71,23 @@ PY
 step "a program that allocates without pause is sampled at least every 10 ms"
 "$ak" record -o churn.akj --stack 0 -- "$build/pattern_program" x churn
 python3 - churn.akj <<'PY'
-import struct, sys
-d = open(sys.argv[1], "rb").read()
-o = 24 + struct.unpack_from("<I", d, 12)[0]
-samples, clocks = [], []
-while o + 40 <= len(d):
-    codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
-    if codec & 0xff == 2:
-        clocks.append(struct.unpack_from("<QQ", d, o + 40))
-    elif codec & 0xff == 3:
-        samples += [struct.unpack_from("<Q", d, o + 40 + 40 * i)[0] for i in range(count)]
-    o += 40 + stored
-(t0, n0), (t1, n1) = clocks[0], clocks[-1]
-span_ms = (max(samples) - min(samples)) * (n1 - n0) / (t1 - t0) / 1e6
+import sys
+from journal_blocks import ms_per_tick, rss_samples
+ticks = [r[0] for r in rss_samples(sys.argv[1])]
+span_ms = (max(ticks) - min(ticks)) * ms_per_tick(sys.argv[1])
 # The flushes of the program's own logs sample while it runs, so this holds on a loaded machine
 # too, where the sampler thread may wait for a core.
-assert span_ms > 250 and len(samples) >= span_ms / 10, (len(samples), span_ms)
+assert span_ms > 250 and len(ticks) >= span_ms / 10, (len(ticks), span_ms)
 PY
 
 step "threads that exit hand their logs on: the recorder's memory does not grow with them"
 "$ak" record -o t100.akj --stack 0 -- "$build/pattern_program" x threads 100
 "$ak" record -o t400.akj --stack 0 -- "$build/pattern_program" x threads 400
 python3 - t100.akj t400.akj <<'PY'
-import struct, sys
-def last_recorder_bytes(path):
-    d = open(path, "rb").read()
-    o = 24 + struct.unpack_from("<I", d, 12)[0]
-    last = (0, 0)
-    while o + 40 <= len(d):
-        codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
-        if codec & 0xff == 3:
-            for i in range(count):
-                t, _, _, rec = struct.unpack_from("<QQQQ", d, o + 40 + 40 * i)
-                last = max(last, (t, rec))
-        o += 40 + stored
-    return last[1]
-few, many = (last_recorder_bytes(p) for p in sys.argv[1:])
+import sys
+from journal_blocks import rss_samples
+# The recorder's own bytes at the last sample.
+few, many = (max(rss_samples(p))[3] for p in sys.argv[1:])
 # A log kept by each exited thread adds a page or more per thread: 1.2 MiB for 300 more.
 assert many - few < 256 << 10, (few, many)
 PY

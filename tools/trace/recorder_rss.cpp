@@ -65,7 +65,6 @@ constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynam
 constinit std::atomic<uint64_t> g_recorder_bytes{0};
 constinit std::atomic<bool> g_sampler_running{false};
 constinit std::atomic<uint64_t> g_last_sample_ns{0};  // CLOCK_MONOTONIC of the latest sample
-constinit std::atomic<uint64_t> g_flush_samples{0};   // samples taken by flushes, ever
 
 // Reads a small /proc file into `buf` (NUL-terminated); false when it cannot.
 bool read_proc(const char* path, char* buf, size_t size) {
@@ -186,19 +185,18 @@ void* sampler(void*) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
   long sleep_ms = kRssPeriodMs;
-  uint64_t flushed_seen = 0;
+  uint64_t mine = g_last_sample_ns.load(std::memory_order_relaxed);  // this thread's latest
   for (;;) {
     timespec ts{0, sleep_ms * 1000000};
     nanosleep(&ts, nullptr);
     const uint64_t now = mono_ns();
-    // Flushes sampled since the last wake-up: the program allocates, and they sample for it.
-    const uint64_t flushed = g_flush_samples.load(std::memory_order_relaxed);
-    const bool flushes_sample = flushed != flushed_seen;
-    flushed_seen = flushed;
-    const bool due = now - g_last_sample_ns.load(std::memory_order_relaxed) >= kRssPeriodNs;
+    // The latest sample is not this thread's: a flush took it, the program allocates, and its
+    // flushes sample for it.
+    const uint64_t last = g_last_sample_ns.load(std::memory_order_relaxed);
+    const bool flushes_sample = last != mine;
     g_rss.lock.lock();
     const bool nonheap = nonheap_due_locked(now);
-    if (due || nonheap) sample_locked(now, nonheap);
+    if (now - last >= kRssPeriodNs || nonheap) sample_locked(mine = now, nonheap);
     g_rss.lock.unlock();
     sleep_ms = flushes_sample ? std::min(2 * sleep_ms, kSamplerMaxSleepMs) : kRssPeriodMs;
     // The program's last thread is gone (its main thread called pthread_exit): leave, so the
@@ -319,7 +317,6 @@ void sample_at_flush() {
     return;
   const int saved = errno;
   sample_locked(now, false);
-  g_flush_samples.fetch_add(1, std::memory_order_relaxed);
   g_rss.lock.unlock();
   errno = saved;
 }

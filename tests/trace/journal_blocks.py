@@ -1,0 +1,34 @@
+"""The blocks of a journal file, read straight from its bytes (docs/journal-format.md), for the
+shell tests that check what the recorder wrote: no allockit code in between."""
+import struct
+
+CLOCK, RSS = 2, 3  # block codecs (the low byte of a block header's codec field)
+
+
+def blocks(path):
+    """(codec, event_count, payload) of each whole block, then the bytes left after them (a
+    cut-off block) as a last (None, 0, rest)."""
+    d = open(path, "rb").read()
+    o = 24 + struct.unpack_from("<I", d, 12)[0]
+    while o + 40 <= len(d):
+        codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
+        if o + 40 + stored > len(d):
+            break  # cut off: left over
+        yield codec, count, d[o + 40:o + 40 + stored]
+        o += 40 + stored
+    yield None, 0, d[o:]
+
+
+def rss_samples(path):
+    """Every memory sample, (tsc, anon, rss, recorder, nonheap), in the journal's order."""
+    return [struct.unpack_from("<QQQQQ", p, 40 * i)
+            for codec, n, p in blocks(path) if codec is not None and codec & 0xff == RSS
+            for i in range(n)]
+
+
+def ms_per_tick(path):
+    """Milliseconds per TSC tick, from the journal's first and last clock blocks."""
+    clocks = [struct.unpack_from("<QQ", p) for codec, _, p in blocks(path)
+              if codec is not None and codec & 0xff == CLOCK]
+    (t0, n0), (t1, n1) = clocks[0], clocks[-1]
+    return (n1 - n0) / (t1 - t0) / 1e6
