@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -73,6 +75,44 @@ TEST(NonHeap, NamedThreadStacksCount) {
   stage.store(2);
   t.join();
   EXPECT_GE(with, without + 2 * kMiB - 64 * 1024);
+}
+
+// The maps and PAGEMAP_SCAN route reads what smaps's "Anonymous:" lines read: pages read but never
+// written (the shared zero page) do not count, pages written do, and so do pages a fork shares.
+char g_read_only[4 << 20];
+char g_written[2 << 20];
+
+// |by pagemap - by smaps| in bytes, -1 when either route fails.
+int64_t route_gap(unsigned long long allocator_inode) {
+  uint64_t by_pagemap = 0, by_smaps = 0;
+  if (!nonheap_bytes_by_pagemap(allocator_inode, by_pagemap) ||
+      !nonheap_bytes_by_smaps(allocator_inode, by_smaps))
+    return -1;
+  return by_pagemap > by_smaps ? int64_t(by_pagemap - by_smaps) : int64_t(by_smaps - by_pagemap);
+}
+
+TEST(NonHeap, PagemapRouteMatchesSmaps) {
+  uint64_t probe = 0;
+  if (!nonheap_bytes_by_pagemap(0, probe))
+    GTEST_SKIP() << "no PAGEMAP_SCAN (Linux < 6.7): smaps only";
+  volatile char* ro = g_read_only;
+  volatile char* rw = g_written;
+  char sum = 0;
+  for (size_t i = 0; i < sizeof g_read_only; i += 4096) sum = static_cast<char>(sum + ro[i]);
+  for (size_t i = 0; i < sizeof g_written; i += 4096) rw[i] = static_cast<char>(sum + 1);
+  constexpr int64_t kSlack = 16 * 1024;  // the main stack between the two reads
+  EXPECT_LE(route_gap(0), kSlack);
+  const unsigned long long self = object_inode(reinterpret_cast<const void*>(&g_written));
+  EXPECT_LE(route_gap(self), kSlack);
+  uint64_t with_zero_pages = 0;
+  ASSERT_TRUE(nonheap_bytes_by_pagemap(0, with_zero_pages));
+  EXPECT_LT(with_zero_pages, probe + 3 * kMiB);  // 4 MiB read, 2 MiB written
+  EXPECT_GE(with_zero_pages, probe + 2 * kMiB - kSlack);
+  const pid_t child = fork();
+  if (child == 0) _exit(route_gap(0) >= 0 && route_gap(0) <= kSlack ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "routes differ in a forked child";
 }
 
 TEST(NonHeap, UnmeasuredSamplesTakeTheLargerNeighbour) {

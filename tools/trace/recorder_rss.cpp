@@ -38,15 +38,14 @@ constexpr uint64_t kFlushSampleNs = kRssPeriodNs * 3 / 4;
 // When flushes stop, the next sample comes at most kRssPeriodMs + this after the last.
 constexpr long kSamplerMaxSleepMs = 6;
 constexpr uint32_t kRssBatch = 500;  // samples per block: a second's worth
-// Non-heap memory is measured by the sampler thread only (never by a flush: that would be 0.5 ms
-// inside the program's malloc), at the first and last sample, every kNonheapMovingMs while what
-// /proc/self/smaps counts of it moves (a program starting up dirties its data segments within
-// milliseconds), else every kNonheapEveryMs: a read of smaps costs 0.5 ms for a program with a
-// hundred mappings, more with a large heap, and the data segments move with loads, not with
-// allocations or threads. The program's thread stacks (mincore) are measured with it but do not
-// count as its moves (larson, which starts a thread every millisecond, read smaps every 4 ms when
-// they did: 2.4% of the recorded run's time). Samples in between hold kNonheapUnmeasured and
-// readers fill them in (fill_unmeasured).
+// Non-heap memory is measured by the sampler thread only (never by a flush: that would be
+// 0.1-0.2 ms inside the program's malloc, 1-14 ms on kernels that only have smaps), at the first
+// and last sample, every kNonheapMovingMs while what the mappings hold of it moves (a program
+// starting up dirties its data segments within milliseconds), else every kNonheapEveryMs: the
+// data segments move with loads, not with allocations or threads. The program's thread stacks
+// (mincore) are measured with it but do not count as its moves (larson, which starts a thread every
+// millisecond, read smaps every 4 ms when they did: 2.4% of the recorded run's time). Samples in
+// between hold kNonheapUnmeasured and readers fill them in (fill_unmeasured).
 constexpr uint64_t kNonheapEveryMs = 50;
 constexpr uint64_t kNonheapMovingMs = 4;
 constexpr uint64_t kMappedMoving = 16 * 1024;  // a change this large: measure again soon
@@ -56,7 +55,7 @@ struct RssBuffer {
   SpinLock lock;
   uint32_t n = 0;
   uint64_t nonheap_at_ns = 0;  // when non-heap memory was last measured (0: never)
-  uint64_t mapped = 0;         // what smaps counted of it then (thread stacks left out)
+  uint64_t mapped = 0;         // what the mappings held of it then (thread stacks left out)
   bool mapped_moving = true;
   RssRecord samples[kRssBatch]{};
   AddressRange stacks[kMaxStacks]{};
