@@ -22,8 +22,9 @@ inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as
 
 // Returns: a slab-aligned block of memory of kSlabSize (or kMediumSlabSize when `medium`), or null
 // when out of memory; the caller places the slab's header in it. Its contents are stale (a reused
-// slab) or zero (fresh or decommitted); `*zeroed` says which.
-void* slab_acquire(bool medium, bool* zeroed) noexcept;
+// slab) or zero (fresh or decommitted); `*zeroed` says which. A medium slab for class `cls` is one
+// that last held that class when one of the recently cached is (slab_source.cpp).
+void* slab_acquire(bool medium, bool* zeroed, unsigned cls = kNoBin) noexcept;
 // Effects: takes back the empty slab whose header is `header` (small_slab_base finds a small one's
 // base; a medium one's header is at its base) for reuse; then, outside the lock, calls the hook set
 // by slab_source_on_cache (if any).

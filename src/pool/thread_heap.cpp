@@ -185,7 +185,7 @@ void retire_slab(Slab* s) {
 Slab* new_slab(Heap* h, unsigned cls) {
   const bool medium = cls >= kClassCount;
   bool zeroed = false;
-  auto* base = static_cast<char*>(slab_acquire(medium, &zeroed));
+  auto* base = static_cast<char*>(slab_acquire(medium, &zeroed, cls));
   if (base == nullptr) return nullptr;
   g_class_slabs[cls].fetch_add(1, std::memory_order_relaxed);
   const std::size_t block = class_size(cls);

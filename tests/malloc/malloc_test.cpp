@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "allockit/allockit.h"
 #include "allockit/config.hpp"
+#include "allockit/detail/shared_pool.hpp"
 #include "fresh_process.hpp"
 
 namespace {
@@ -232,6 +234,30 @@ TEST(Malloc, ReallocGrowthPastMediumSizesMovesToALargeBlock) {
   EXPECT_EQ(large_blocks(), before);
   for (std::size_t i = 0; i < (30 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
   ak_free(p);
+}
+
+// A medium slab a thread leaves empty goes to its class again: handed to another class, it would
+// keep the pages its old blocks were written on beside the new blocks' (slab_source.cpp).
+TEST(Malloc, AnEmptyMediumSlabGoesBackToItsClass) {
+  auto slab = [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kMediumSlabSize;
+  };
+  void* first = nullptr;
+  std::thread([&] {
+    first = ak_malloc(40 << 10);
+    void* other = ak_malloc(100 << 10);  // another class, its slab emptied after the first's
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(other, nullptr);
+    static_cast<char*>(first)[0] = static_cast<char*>(other)[0] = 1;
+    ak_free(first);
+    ak_free(other);
+  }).join();  // both slabs empty at the thread's exit: cached, the other class's on top
+  void* again = nullptr;
+  std::thread([&] {
+    again = ak_malloc(40 << 10);
+    ak_free(again);
+  }).join();
+  EXPECT_EQ(slab(again), slab(first));
 }
 
 // An explicit 16-byte alignment of a tiny request is honoured even when the 8-byte class's free
