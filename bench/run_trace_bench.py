@@ -88,9 +88,14 @@ def overhead(build, tmp, name, cmd, extra_env, runs=kOverheadRuns):
     med = {k: statistics.median(v) for k, v in times.items()}
     # Paired: each round's own ratio, so load that drifts between rounds cancels.
     paired = {k: statistics.median(t / n for t, n in zip(v, times["native"])) for k, v in times.items()}
+    # The middle half of the rounds' own ratios: how far one round's reading can stray on this host.
+    def middle_half(v):
+        r = [t / n for t, n in zip(v, times["native"])]
+        return statistics.quantiles(r, n=4)[0::2] if len(r) > 1 else r * 2
+    quartiles = {k: middle_half(v) for k, v in times.items()}
     events = events_of(ak, journal)
     return {"program": name, "command": " ".join(cmd), "runs": runs, "median_s": med, "all_s": times,
-            "ratio": paired, "ratio_of_medians": {k: med[k] / med["native"] for k in med}, "events": events,
+            "ratio": paired, "ratio_quartiles": quartiles, "ratio_of_medians": {k: med[k] / med["native"] for k in med}, "events": events,
             "bytes_per_event": os.path.getsize(journal) / events,
             "raw_bytes_per_event": raw / events if raw else None, "journal": journal}
 
@@ -399,14 +404,19 @@ def main():
         page_mb = {k: os.path.getsize(p) / 1e6 for k, p in pages.items()}
         page_open = {k: open_time(p) for k, p in pages.items()}
         demo_size = max(o["bytes_per_event"] for o in over)
-        worst_rec = max(o["ratio"]["recorder"] for o in over)
-        worst_total = max(o["ratio"]["record --stack 0"] for o in over)
+        def worst(variant):
+            o = max(over, key=lambda o: o["ratio"][variant])
+            q1, q3 = o["ratio_quartiles"][variant]
+            return o["ratio"][variant], (f"{o['ratio'][variant]:.2f}x ({o['program'].split(' (')[0]}; "
+                                         f"middle half of its rounds {q1:.2f}-{q3:.2f}x)")
+        worst_rec, worst_rec_text = worst("recorder")
+        worst_total, worst_total_text = worst("record --stack 0")
         worst_stacks = max(o["ratio"]["allockit record"] for o in over)
         targets = [
             {"target": "recording overhead <= 1.5x wall time (program under the recorder, worst program)",
-             "measured": f"{worst_rec:.2f}x", "met": worst_rec <= 1.5},
+             "measured": worst_rec_text, "met": worst_rec <= 1.5},
             {"target": "recording overhead <= 1.5x wall time (whole `allockit record --stack 0`)",
-             "measured": f"{worst_total:.2f}x", "met": worst_total <= 1.5},
+             "measured": worst_total_text, "met": worst_total <= 1.5},
             {"target": "the same with 8 call-stack frames (the default), below heaptrack's",
              "measured": f"{worst_stacks:.2f}x", "met": all(
                  o["ratio"]["allockit record"] < o["ratio"].get("heaptrack", float("inf")) for o in over)},
