@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -241,8 +242,13 @@ inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_
 // (object_inode) to the heap. 0 when /proc cannot be read.
 inline uint64_t nonheap_bytes(const AddressRange* stacks, size_t n_stacks,
                               unsigned long long allocator_inode) {
+  // Set once PAGEMAP_SCAN failed (a kernel before 6.7): later measures go straight to smaps
+  // instead of reading the maps and failing again first.
+  static std::atomic<bool> no_pagemap_scan{false};
   uint64_t mapped = 0;
-  if (!nonheap_bytes_by_pagemap(allocator_inode, mapped)) {
+  if (no_pagemap_scan.load(std::memory_order_relaxed) ||
+      !nonheap_bytes_by_pagemap(allocator_inode, mapped)) {
+    no_pagemap_scan.store(true, std::memory_order_relaxed);
     mapped = 0;
     if (!nonheap_bytes_by_smaps(allocator_inode, mapped)) return 0;
   }
