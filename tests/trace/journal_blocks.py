@@ -19,6 +19,21 @@ def blocks(path):
     yield None, 0, d[o:]
 
 
+def event_blocks(path):
+    """(thread, base time) of each whole event block (codec 0 or 1), in file order."""
+    d = open(path, "rb").read()
+    o = 24 + struct.unpack_from("<I", d, 12)[0]
+    while o + 40 <= len(d):
+        codec, stored = struct.unpack_from("<II", d, o + 4)
+        if o + 40 + stored > len(d):
+            break
+        if codec & 0xff in (0, 1):
+            thread, = struct.unpack_from("<I", d, o + 20)
+            base, = struct.unpack_from("<Q", d, o + 32)
+            yield thread, base
+        o += 40 + stored
+
+
 def rss_samples(path):
     """Every memory sample, (tsc, anon, rss, recorder, nonheap), in the journal's order."""
     return [struct.unpack_from("<QQQQQ", p, 40 * i)

@@ -80,6 +80,23 @@ span_ms = (max(ticks) - min(ticks)) * ms_per_tick(sys.argv[1])
 assert span_ms > 250 and len(ticks) >= span_ms / 10, (len(ticks), span_ms)
 PY
 
+step "blocks handed to the writer thread reach the file in each thread's order, none lost"
+# The churn's two threads fill a 64 KiB log every millisecond or so: their blocks go to the
+# recorder's writer, or are written by their threads when it falls behind.
+"$ak" stats --json churn.akj > churn.json
+python3 - churn.akj churn.json <<'PY'
+import json, sys
+from journal_blocks import event_blocks
+last, per_thread = {}, {}
+for thread, base in event_blocks(sys.argv[1]):
+    assert base >= last.get(thread, 0), ("a block out of its thread's order", thread)
+    last[thread] = base
+    per_thread[thread] = per_thread.get(thread, 0) + 1
+assert sum(n >= 20 for n in per_thread.values()) >= 2, per_thread
+s = json.load(open(sys.argv[2]))
+assert not any(s["problems"].values()), s["problems"]
+PY
+
 step "threads that exit hand their logs on: the recorder's memory does not grow with them"
 "$ak" record -o t100.akj --stack 0 -- "$build/pattern_program" x threads 100
 "$ak" record -o t400.akj --stack 0 -- "$build/pattern_program" x threads 400

@@ -235,6 +235,7 @@ void after_fork_child() {
   }
   rss_after_fork_child();
   stacks_after_fork_child();
+  writer_after_fork_child();
   if (g_fd >= 0) close(g_fd);
   g_fd = g_follow_forks ? open_journal(false) : -1;
   g_next_thread.store(2);

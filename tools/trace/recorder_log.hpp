@@ -1,7 +1,8 @@
 // The recorder's per-thread event logs: what each interposed call appends to, and how logs reach
-// the journal file (one block per write(2)). Internal to liballockit_record.so (recorder.cpp and
-// recorder_log.cpp); nothing here allocates. A log belongs to one thread; other threads touch it
-// only through flush_all(), synchronised by `busy`, `lock` and membarrier(2) (see flush_all).
+// the journal file (one block per write(2)). Internal to liballockit_record.so (recorder.cpp,
+// recorder_log.cpp and recorder_writer.cpp); nothing here allocates. A log belongs to one
+// thread; other threads touch it only through flush_all(), synchronised by `busy`, `lock` and
+// membarrier(2) (see flush_all), and the writer thread a buffer the log handed it (`queued`).
 #pragma once
 #include <pthread.h>
 #include <sched.h>
@@ -40,8 +41,10 @@ struct SpinLock {
 // ---- per-thread logs ------------------------------------------------------------------------
 constexpr size_t kLogBytes = 64 * 1024;
 constexpr size_t kClockBlockBytes = sizeof(BlockHeader) + 16;
+constexpr size_t kBlockBytes = kClockBlockBytes + sizeof(BlockHeader) + kLogBytes;
 // Every field but `block` is initialised, so `new ThreadLog` writes the header's cache lines only
-// and the buffer's pages are touched as events fill them.
+// and the buffers' pages are touched as events fill them. A log fills its two buffers in turn:
+// while the recorder's writer thread writes one (hand_off), the owner fills the other.
 struct ThreadLog {
   ThreadLog* next = nullptr;       // registry link, never unlinked
   std::atomic<uint32_t> busy{0};   // set by the owner while it appends (plain stores, no fence)
@@ -51,10 +54,14 @@ struct ThreadLog {
   uint32_t thread = 0, os_tid = 0, count = 0;
   uint64_t base_time = 0;
   CodecState state;
-  size_t len = 0;         // committed payload bytes; an event is counted only once fully written
-  size_t filled_max = 0;  // the most `len` has been at a flush: the payload's pages touched
+  size_t len = 0;            // committed payload bytes; an event is counted only once fully written
+  size_t filled_max = 0;     // the most `len` has been at a flush: the payload's pages touched
+  uint8_t* buf = block[0];   // the buffer events go to: block[0] or block[1]
+  bool second_used = false;  // block[1] has held events (its pages count as the recorder's)
+  // queued[i]: block[i] waits for the writer or is being written; cleared once it is written.
+  std::atomic<uint32_t> queued[2] = {0, 0};
   // A clock block, then the event block's header and payload: written with one write(2).
-  alignas(8) uint8_t block[kClockBlockBytes + sizeof(BlockHeader) + kLogBytes];
+  alignas(8) uint8_t block[2][kBlockBytes];
 };
 
 extern std::atomic<ThreadLog*> g_logs;  // registry of every log, never shrinks
@@ -115,14 +122,14 @@ uint64_t mono_ns();
 void write_all(int fd, const void* data, size_t n);
 void write_all(int fd, iovec* v, int n);
 void make_clock_block(uint8_t* out);  // kClockBlockBytes: a clock block for this instant
-void setup_packer();                  // the zstd context flushes compress with (recorder_log.cpp)
+void setup_packer();  // the zstd context flushes compress with (recorder_writer.cpp)
 constexpr size_t kPage = 4096;
 // The resident pages of [start, start + bytes) (start page-aligned), by mincore into *pages;
 // false when mincore fails.
 bool resident_pages(const void* start, size_t bytes, uint64_t* pages);
 // Resident bytes of the threads' logs (as far as each has filled) and the packer (mincore, now
 // and then): the share of RssAnon a memory sample leaves out as the recorder's
-// (recorder_log.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
+// (recorder_writer.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
 uint64_t resident_log_bytes();
 
 // Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
@@ -147,7 +154,27 @@ void setup_memory_samples(const void* allocator_symbol);
 using CreateThread = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 int create_registered_thread(CreateThread create, pthread_t* thread, const pthread_attr_t* attr,
                              void* (*fn)(void*), void* arg);
-void flush_log(ThreadLog* log, bool may_pack);
+// Writes the log's events and empties it: hands its buffer to the writer thread when that runs
+// and `may_pack` (no crash handler, not past exit), waking it when `wake`; else writes it here,
+// after the log's block handed off before it.
+void flush_log(ThreadLog* log, bool may_pack, bool wake = true);
+// The writer thread's side (the memory sampler's thread, recorder_rss.cpp): writes every block
+// handed off so far; writer_wait sleeps up to `ms` or until a block is handed off. Logs are
+// handed off from writer_started on, until writer_stopping, which the thread calls before it
+// leaves for good: blocks handed off after it are written by their threads.
+// writer_wakes says whether a hand-off wakes the thread (else it writes what it finds when it
+// next wakes to sample). writer_after_fork_child forgets the parent's queue.
+void writer_started();
+void writer_wakes(bool wake);
+void write_handed_off();
+void writer_wait(long ms);
+void writer_stopping();
+void writer_after_fork_child();
+// flush_all's (recorder_log.cpp): writes `log` now, after its block handed off before it, or, in
+// a crash handler (`calm` false) that cannot see that one written, not at all; write_queue
+// writes every block still handed off.
+void write_in_order(ThreadLog* log, bool calm);
+void write_queue(bool calm);
 
 // Call stacks (recorder_stacks.cpp). setup_stacks maps the tables and writes the first module
 // snapshot (depth 0: no stacks); capture_stack returns the calling allocation's stack id (0 when
@@ -184,7 +211,7 @@ __attribute__((noinline)) void hand_back_late_log(ThreadLog* log);
 
 // Encodes call `k` at the end of `log`'s payload (which has room for it) and counts it.
 [[gnu::always_inline]] inline void encode_into(ThreadLog* log, const Call& k) {
-  uint8_t* payload = log->block + kClockBlockBytes + sizeof(BlockHeader);
+  uint8_t* payload = log->buf + kClockBlockBytes + sizeof(BlockHeader);
   uint8_t* end = encode_call(log->state, payload + log->len, k.op, k.time, k.a, k.b, k.c, k.result,
                              k.duration, k.stack, k.time != 0);
   log->len = static_cast<size_t>(end - payload);

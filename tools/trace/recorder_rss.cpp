@@ -8,6 +8,7 @@
 // allocation path but sample_at_flush, which a log flush calls once every 64 KiB of events.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,17 +179,54 @@ bool registered_thread_lives() {
   return false;
 }
 
+// Whether the process leaves a core idle, from its CPU time over the last
+// kCpuShareWindowNs: a hand-off then wakes the writer, whose work runs beside the program's.
+// A program that keeps every core busy (larson: two threads on two cores) is not woken for:
+// each wake-up preempted one of its threads (1.52x -> 1.68x its own time under the recorder),
+// and its threads write their blocks themselves once their other buffer is still queued, as
+// before the writer existed; the writer still writes what it finds when it wakes to sample.
+constexpr uint64_t kCpuShareWindowNs = 20 * 1000000;
+struct CpuShare {
+  uint64_t since_ns = 0, cpu_ns = 0;
+  long cores = 0;
+  void update(uint64_t now) {
+    if (cores == 0) {
+      cpu_set_t set;
+      cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    if (now - since_ns < kCpuShareWindowNs) return;
+    timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return;
+    const uint64_t cpu = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+    if (since_ns != 0) {
+      // Busy cores, in hundredths: idle when at least half a core is left.
+      const uint64_t busy = (cpu - cpu_ns) * 100 / (now - since_ns);
+      writer_wakes(busy + 50 <= static_cast<uint64_t>(cores) * 100);
+    }
+    since_ns = now, cpu_ns = cpu;
+  }
+};
+
+// The sampler thread, which is also the writer of the logs handed off to it (recorder_writer.cpp):
+// a hand-off wakes it early.
 void* sampler(void*) {
   ++tl_busy;  // nothing this thread does is the program's
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
+  writer_started();
   long sleep_ms = kRssPeriodMs;
   uint64_t mine = g_last_sample_ns.load(std::memory_order_relaxed);  // this thread's latest
-  for (;;) {
-    timespec ts{0, sleep_ms * 1000000};
-    nanosleep(&ts, nullptr);
+  CpuShare share;
+  for (uint64_t woke = mono_ns();;) {
+    // Sleeps until the next sample is due, unless a hand-off comes first.
+    const long slept_ms = static_cast<long>((mono_ns() - woke) / 1000000);
+    if (slept_ms < sleep_ms) writer_wait(sleep_ms - slept_ms);
+    write_handed_off();
     const uint64_t now = mono_ns();
+    if (now - woke < static_cast<uint64_t>(sleep_ms) * 1000000) continue;  // woken to write
+    woke = now;
+    share.update(now);
     // The latest sample is not this thread's: a flush took it, the program allocates, and its
     // flushes sample for it.
     const uint64_t last = g_last_sample_ns.load(std::memory_order_relaxed);
@@ -202,6 +240,7 @@ void* sampler(void*) {
     // process ends as it would have. A registered thread that lives is one that is not gone, and
     // costs no read of /proc.
     if (!registered_thread_lives() && thread_count() == 1) {
+      writer_stopping();
       g_rss.lock.lock();
       write_rss_locked();
       g_rss.lock.unlock();
@@ -288,7 +327,7 @@ void start_rss_sampler() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_attr_setstacksize(&attr, 256 * 1024);  // zstd runs on it
   pthread_t t;
   ++tl_busy;
   if (pthread_create(&t, &attr, sampler, nullptr) != 0) g_sampler_running.store(false);
