@@ -4,8 +4,9 @@
 // expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
 // (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part),
 // "churn" (two threads that allocate without pause for 300 ms), "threads N" (N threads one after
-// another, each allocating once).
+// another, each allocating once), "main_exits" (main calls pthread_exit while a thread allocates).
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,6 +190,15 @@ int threads(int n) {
   return 0;
 }
 
+// Main leaves by pthread_exit while a detached thread allocates 200,000 blocks of 3001 bytes (a
+// few of the recorder's 64 KiB logs): the process ends when that thread does.
+int main_exits() {
+  std::thread([] {
+    for (int i = 0; i < 200000; ++i) free_(keep(malloc_(3001)));
+  }).detach();
+  pthread_exit(nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,6 +209,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "bigblocks") == 0) return bigblocks();
   if (std::strcmp(mode, "churn") == 0) return churn();
   if (std::strcmp(mode, "threads") == 0) return threads(argc > 3 ? std::atoi(argv[3]) : 1);
+  if (std::strcmp(mode, "main_exits") == 0) return main_exits();
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
   if (std::strcmp(mode, "crash") == 0) {
     volatile int* null = nullptr;

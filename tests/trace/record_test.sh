@@ -143,6 +143,16 @@ set -e
 n=$("$ak" stats --json exit.akj | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['malloc'])")
 [ "$n" -ge 5000 ] || fail "_exit journal lost events: $n mallocs"
 
+step "a main thread that leaves by pthread_exit: the process still ends, its journal whole"
+# The recorder's own thread (memory samples, the logs' writer) leaves once the program's last
+# thread has: the main thread, gone, still counts in /proc/self/stat as a zombie, and the
+# recorder's thread registers its own stack, neither of which may keep it waiting. (It blocks
+# every signal, so a process it outlived could not even be stopped by SIGTERM.)
+timeout -k 10 60 "$ak" record -o mainexit.akj --stack 0 -- "$build/pattern_program" x main_exits ||
+  fail "the recording of a program whose main thread called pthread_exit did not end"
+n=$("$ak" stats --json mainexit.akj | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['malloc'])")
+[ "$n" -ge 200000 ] || fail "pthread_exit journal lost events: $n mallocs"
+
 step "damaged journals get an error naming the offset"
 size=$(stat -c %s p.akj)
 head -c $((size - 10)) p.akj > cut.akj

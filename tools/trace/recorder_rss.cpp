@@ -128,6 +128,41 @@ void release_thread_stack(void* slot) {
   tl_stack_slot = nullptr;
 }
 
+// Claims a free slot; null when every one is taken.
+StackSlot* claim_slot() {
+  for (StackSlot& s : g_thread_stacks) {
+    uintptr_t free_slot = 0;
+    if (s.lo.load(std::memory_order_relaxed) == 0 && s.lo.compare_exchange_strong(free_slot, 1))
+      return &s;
+  }
+  return nullptr;
+}
+
+// Fills claimed slot `s` with the calling thread's stack and makes it the thread's; frees the slot
+// and returns false when the stack is unknown.
+bool fill_slot(StackSlot* s) {
+  uintptr_t lo = 0, hi = 0;
+  {
+    Guard g;  // pthread_getattr_np allocates: those calls are not the program's
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+        lo = reinterpret_cast<uintptr_t>(addr), hi = lo + size;
+      pthread_attr_destroy(&attr);
+    }
+  }
+  if (lo <= 1) {
+    release_thread_stack(s);  // its stack unknown: the slot is free again
+    return false;
+  }
+  s->hi.store(hi, std::memory_order_relaxed);
+  s->lo.store(lo, std::memory_order_release);
+  tl_stack_slot = s;
+  return true;
+}
+
 // Non-heap bytes of this instant, with the registered thread stacks. Caller holds the buffer's
 // lock.
 uint64_t measure_nonheap_locked(uint64_t now) {
@@ -163,19 +198,24 @@ void sample_locked(uint64_t now, bool nonheap) {
   g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss, recorder, measured};
 }
 
-// Threads of the process, from /proc/self/stat (its 20th field); 0 when unknown.
+// Live threads of the process, from /proc/self/stat: its 20th field, less the main thread when
+// that is a zombie (it called pthread_exit: it stays counted until the process ends); 0 when
+// unknown.
 long thread_count() {
   char buf[1024];
   if (!read_proc("/proc/self/stat", buf, sizeof buf)) return 0;
   const char* p = std::strrchr(buf, ')');  // the command name may hold spaces
+  if (!p || p[1] != ' ') return 0;
+  const bool main_gone = p[2] == 'Z';  // the 3rd field: the main thread's state
   for (int field = 2; p && field < 20; ++field) p = std::strchr(p + 1, ' ');
-  return p ? std::strtol(p + 1, nullptr, 10) : 0;
+  return p ? std::strtol(p + 1, nullptr, 10) - (main_gone ? 1 : 0) : 0;
 }
 
-// Whether a thread started through pthread_create's wrapper still runs (its slot is claimed).
+// Whether a thread started through pthread_create's wrapper still runs (its slot is claimed);
+// the calling thread's own slot (the sampler's) aside.
 bool registered_thread_lives() {
   for (const StackSlot& s : g_thread_stacks)
-    if (s.lo.load(std::memory_order_relaxed) != 0) return true;
+    if (&s != tl_stack_slot && s.lo.load(std::memory_order_relaxed) != 0) return true;
   return false;
 }
 
@@ -214,6 +254,9 @@ void* sampler(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
+  // Its stack (zstd's, too, since it writes the logs: 24 KiB resident) is the recorder's memory,
+  // not the heap: measured with the program's thread stacks as non-heap.
+  if (StackSlot* own = claim_slot()) fill_slot(own);
   writer_started();
   long sleep_ms = kRssPeriodMs;
   uint64_t mine = g_last_sample_ns.load(std::memory_order_relaxed);  // this thread's latest
@@ -260,41 +303,19 @@ void setup_memory_samples(const void* allocator_symbol) {
 // runs the program's function.
 void* start_registered(void* slot) {
   auto* s = static_cast<StackSlot*>(slot);
-  uintptr_t lo = 0, hi = 0;
-  {
-    Guard g;  // pthread_getattr_np allocates: those calls are not the program's
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* addr = nullptr;
-      size_t size = 0;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0)
-        lo = reinterpret_cast<uintptr_t>(addr), hi = lo + size;
-      pthread_attr_destroy(&attr);
-    }
-  }
   void* (*fn)(void*) = s->fn;
   void* arg = s->arg;
-  if (lo > 1) {
-    s->hi.store(hi, std::memory_order_relaxed);
-    s->lo.store(lo, std::memory_order_release);
-    tl_stack_slot = s;
-    pthread_setspecific(g_stack_key, s);
-  } else {
-    release_thread_stack(s);  // its stack unknown: the slot is free again
-  }
+  if (fill_slot(s)) pthread_setspecific(g_stack_key, s);
   return fn(arg);
 }
 
 int create_registered_thread(CreateThread create, pthread_t* thread, const pthread_attr_t* attr,
                              void* (*fn)(void*), void* arg) {
-  for (StackSlot& s : g_thread_stacks) {
-    uintptr_t free_slot = 0;
-    if (s.lo.load(std::memory_order_relaxed) != 0 || !s.lo.compare_exchange_strong(free_slot, 1))
-      continue;
-    s.fn = fn;
-    s.arg = arg;
-    const int rc = create(thread, attr, start_registered, &s);
-    if (rc != 0) s.lo.store(0, std::memory_order_release);
+  if (StackSlot* s = claim_slot()) {
+    s->fn = fn;
+    s->arg = arg;
+    const int rc = create(thread, attr, start_registered, s);
+    if (rc != 0) s->lo.store(0, std::memory_order_release);
     return rc;
   }
   return create(thread, attr, fn, arg);  // every slot taken: this thread's stack counts as heap
