@@ -221,10 +221,10 @@ bool registered_thread_lives() {
 
 // Whether the process leaves a core idle, from its CPU time over the last
 // kCpuShareWindowNs: a hand-off then wakes the writer, whose work runs beside the program's.
-// A program that keeps every core busy (larson: two threads on two cores) is not woken for:
-// each wake-up preempted one of its threads (1.52x -> 1.68x its own time under the recorder),
-// and its threads write their blocks themselves once their other buffer is still queued, as
-// before the writer existed; the writer still writes what it finds when it wakes to sample.
+// A program that keeps every core busy (larson: two threads on two cores) is not woken for: a
+// wake-up would preempt one of its threads to do work that thread can do itself. Its threads
+// write their blocks once their other buffer is still queued, as before the writer existed; the
+// writer still writes what it finds when it wakes to sample.
 constexpr uint64_t kCpuShareWindowNs = 20 * 1000000;
 struct CpuShare {
   uint64_t since_ns = 0, cpu_ns = 0;
