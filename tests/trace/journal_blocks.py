@@ -5,33 +5,35 @@ import struct
 CLOCK, RSS = 2, 3  # block codecs (the low byte of a block header's codec field)
 
 
-def blocks(path):
-    """(codec, event_count, payload) of each whole block, then the bytes left after them (a
-    cut-off block) as a last (None, 0, rest)."""
-    d = open(path, "rb").read()
-    o = 24 + struct.unpack_from("<I", d, 12)[0]
-    while o + 40 <= len(d):
-        codec, stored, _, count = struct.unpack_from("<IIII", d, o + 4)
-        if o + 40 + stored > len(d):
-            break  # cut off: left over
-        yield codec, count, d[o + 40:o + 40 + stored]
-        o += 40 + stored
-    yield None, 0, d[o:]
-
-
-def event_blocks(path):
-    """(thread, base time) of each whole event block (codec 0 or 1), in file order."""
+def _walk(path):
+    """(header offset, codec, stored length, the file's bytes) of each whole block, then
+    (offset of the bytes left after them, None, 0, the file's bytes)."""
     d = open(path, "rb").read()
     o = 24 + struct.unpack_from("<I", d, 12)[0]
     while o + 40 <= len(d):
         codec, stored = struct.unpack_from("<II", d, o + 4)
         if o + 40 + stored > len(d):
-            break
-        if codec & 0xff in (0, 1):
-            thread, = struct.unpack_from("<I", d, o + 20)
-            base, = struct.unpack_from("<Q", d, o + 32)
-            yield thread, base
+            break  # cut off: left over
+        yield o, codec, stored, d
         o += 40 + stored
+    yield o, None, 0, d
+
+
+def blocks(path):
+    """(codec, event_count, payload) of each whole block, then the bytes left after them (a
+    cut-off block) as a last (None, 0, rest)."""
+    for o, codec, stored, d in _walk(path):
+        if codec is None:
+            yield None, 0, d[o:]
+        else:
+            yield codec, struct.unpack_from("<I", d, o + 16)[0], d[o + 40:o + 40 + stored]
+
+
+def event_blocks(path):
+    """(thread, base time) of each whole event block (codec 0 or 1), in file order."""
+    for o, codec, _, d in _walk(path):
+        if codec is not None and codec & 0xff in (0, 1):
+            yield struct.unpack_from("<I", d, o + 20)[0], struct.unpack_from("<Q", d, o + 32)[0]
 
 
 def rss_samples(path):

@@ -300,9 +300,7 @@ bool hand_off(ThreadLog* log, bool wake) {
   if (wake && g_wake_writer.load(std::memory_order_relaxed)) wake_writer();
   // The writer may have stopped after the check above and before the push: then nobody else
   // writes the queue.
-  if (!g_writer_on.load(std::memory_order_seq_cst))
-    while (write_oldest(true)) {
-    }
+  if (!g_writer_on.load(std::memory_order_seq_cst)) write_queue(true);
   return true;
 }
 
@@ -329,8 +327,7 @@ void writer_started() {
 
 void write_handed_off() {
   const int saved = errno;
-  while (write_oldest(true)) {
-  }
+  write_queue(true);
   flush_stacks(false);
   errno = saved;
 }
@@ -350,8 +347,7 @@ void writer_wait(long ms) {
 
 void writer_stopping() {
   g_writer_on.store(false, std::memory_order_seq_cst);
-  while (write_oldest(true)) {
-  }
+  write_queue(true);
 }
 
 void writer_after_fork_child() {
