@@ -52,6 +52,12 @@ assert all(r['ok'] for r in c['results']), c
 assert c['results'][0]['kinds']['aligned']['count'] > 0"
 "$ak" replay p.akj --allocator glibc --touch page --speed 10 --out one > /dev/null
 
+step "the replay runs the program's main thread on its own main thread"
+# glibc serves the main thread from its brk arena and every other thread from an mmap'd one.
+ALLOCKIT_TEST_THREAD_PROBE="$PWD/probe.txt" \
+  "$ak" compare p.akj --allocators "$build/libak_thread_probe.so" --out probe > /dev/null
+[ "$(cat probe.txt)" = main ] || fail "the main thread's first call replayed on: $(cat probe.txt)"
+
 step "recorded memory leaves out static data and stacks; the replay's matches it"
 "$ak" record -o nh.akj --stack 0 -- "$build/pattern_program" x nonheap
 "$ak" stats --json nh.akj > nh.json

@@ -173,7 +173,8 @@ struct alignas(64) ThreadArg {
   uint32_t index;
   uint64_t first;              // index of the thread's first op
   std::atomic<uint64_t> at;    // ops done (every 256th), for the launcher's watchdog
-  bool joined;                 // the launcher has joined it (launcher only)
+  std::atomic<bool> done;      // the lead thread (run by main) has replayed all its ops
+  bool joined;                 // the launcher has joined it (launcher and then main only)
   uint64_t first_ns, last_ns;  // recorded times of its first and last op
 };
 
@@ -338,8 +339,18 @@ void* replay_thread(void* raw) {
 // in the program never overlap in the replay (a program that ran its threads one after another
 // had one glibc arena or thread cache at a time, not one per journal thread). A thread kept
 // waiting while no launched thread replays anything for 50 ms starts anyway (a journal whose
-// times disagree with its cross-thread order).
-void launch_in_order(ThreadArg* args, pthread_t* tids, uint32_t nt) {
+// times disagree with its cross-thread order). The lead thread (the first to call: the
+// program's main thread) is not started here: the process's main thread replays it.
+struct Launch {
+  ThreadArg* args;
+  pthread_t* tids;
+  uint32_t nt, lead;  // lead: nt when no thread has ops
+};
+
+void* launch_in_order(void* raw) {
+  const Launch& l = *static_cast<const Launch*>(raw);
+  ThreadArg* args = l.args;
+  const uint32_t nt = l.nt;
   // From mmap, as every table here: the allocator under test sees only the replayed calls.
   auto* order = static_cast<uint32_t*>(map_zero(nt * 4 + 4));
   auto* launched = static_cast<uint32_t*>(map_zero(nt * 4 + 4));
@@ -348,22 +359,27 @@ void launch_in_order(ThreadArg* args, pthread_t* tids, uint32_t nt) {
   std::sort(order, order + nt, [&](uint32_t a, uint32_t b) {
     return args[a].first_ns != args[b].first_ns ? args[a].first_ns < args[b].first_ns : a < b;
   });
+  // Joined, not just done: glibc hands a thread's arena on only as the thread exits. The lead
+  // keeps the main thread's arena, so its end is enough.
+  auto ended = [&](uint32_t j) {
+    if (j == l.lead) return args[j].done.load(std::memory_order_acquire);
+    if (pthread_tryjoin_np(l.tids[j], nullptr) != 0) return false;
+    args[j].joined = true;
+    return true;
+  };
+  if (l.lead < nt) launched[n_launched++] = l.lead;
   for (uint32_t i = 0; i < nt; ++i) {
     const uint32_t k = order[i];
+    if (k == l.lead) continue;
     uint64_t seen = UINT64_MAX, still_since = mono_ns();
     for (;;) {
       bool waiting = false;
       uint64_t progress = 0;
-      for (uint32_t l = 0; l < n_launched; ++l) {
-        const uint32_t j = launched[l];
+      for (uint32_t m = 0; m < n_launched; ++m) {
+        const uint32_t j = launched[m];
         progress += args[j].at.load(std::memory_order_relaxed);
-        // Joined, not just done: glibc hands a thread's arena on only as the thread exits.
-        if (g.counts[k] > 0 && args[j].last_ns < args[k].first_ns && !args[j].joined) {
-          if (pthread_tryjoin_np(tids[j], nullptr) == 0)
-            args[j].joined = true;
-          else
-            waiting = true;
-        }
+        if (g.counts[k] > 0 && args[j].last_ns < args[k].first_ns && !args[j].joined && !ended(j))
+          waiting = true;
       }
       if (!waiting) break;
       const uint64_t now = mono_ns();
@@ -372,9 +388,10 @@ void launch_in_order(ThreadArg* args, pthread_t* tids, uint32_t nt) {
       timespec ts{0, 20000};
       nanosleep(&ts, nullptr);
     }
-    start_thread(&tids[k], replay_thread, &args[k]);
+    start_thread(&l.tids[k], replay_thread, &args[k]);
     launched[n_launched++] = k;
   }
+  return nullptr;
 }
 
 // RSS sampler: every 2 ms, RssAnon and, every kNonheapEvery samples (50 ms, as the recorder
@@ -512,7 +529,7 @@ int main(int argc, char** argv) {
   auto* args = static_cast<ThreadArg*>(map_zero(nt * sizeof(ThreadArg) + 8));
   auto* tids = static_cast<pthread_t*>(map_zero(nt * sizeof(pthread_t) + 8));
   g_allocator_inode = ak::trace::object_inode(reinterpret_cast<const void*>(&malloc));
-  g_stacks.cap = nt + 1;
+  g_stacks.cap = nt + 2;  // the replay threads but the lead, the launcher, the sampler
   g_stacks.ranges = static_cast<ak::trace::AddressRange*>(
       map_zero(g_stacks.cap * sizeof(ak::trace::AddressRange)));
   g_rss.cap = 1u << 20;  // 35 minutes of samples
@@ -561,9 +578,23 @@ int main(int argc, char** argv) {
   g.tsc0 = tsc_begin();
   start_thread(&sampler_tid, sampler, nullptr);
   g.go.store(1, std::memory_order_release);
-  launch_in_order(args, tids, nt);
+  // The lead thread replays on the process's main thread, as the program ran it: glibc serves
+  // the main thread from its brk arena and every other thread from an mmap'd one. With the lead
+  // on a thread of its own, larson recordings (the main thread allocates the slots its workers
+  // then replace) replayed at 0.85-0.95x of their recorded heap, 1.05-1.09x with it on main.
+  Launch launch{args, tids, nt, nt};
   for (uint32_t t = 0; t < nt; ++t)
-    if (!args[t].joined) pthread_join(tids[t], nullptr);
+    if (g.counts[t] > 0 && (launch.lead == nt || args[t].first_ns < args[launch.lead].first_ns))
+      launch.lead = t;
+  pthread_t launcher_tid;
+  start_thread(&launcher_tid, launch_in_order, &launch);
+  if (launch.lead < nt) {
+    replay_thread(&args[launch.lead]);
+    args[launch.lead].done.store(true, std::memory_order_release);
+  }
+  pthread_join(launcher_tid, nullptr);  // after it, every thread but the lead has started
+  for (uint32_t t = 0; t < nt; ++t)
+    if (t != launch.lead && !args[t].joined) pthread_join(tids[t], nullptr);
   uint64_t wall_ns = mono_ns() - g.mono0;
   g.sampling.store(0, std::memory_order_release);
   pthread_join(sampler_tid, nullptr);
