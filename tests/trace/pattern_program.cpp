@@ -3,7 +3,8 @@
 // [3000, 4000), so the checker can count exactly what the program called. It writes the
 // expected counts to argv[1].  Modes (argv[2]): "pattern" (default), "crash", "exit", "nonheap"
 // (memory that is not heap beside 4 MiB that is), "bigblocks" (big blocks written in part),
-// "churn" (two threads that allocate without pause for 300 ms), "threads N" (N threads one after
+// "churn" (two threads that allocate without pause for 300 ms), "paced" (one thread allocating
+// in bursts for 600 ms), "threads N" (N threads one after
 // another, each allocating once), "main_exits" (main calls pthread_exit while a thread allocates).
 #include <malloc.h>
 #include <pthread.h>
@@ -183,6 +184,17 @@ int churn() {
   return errno_changed.load() != 0 ? 1 : 0;
 }
 
+// One thread that allocates in bursts with a millisecond's pause after each, for 600 ms: its log
+// fills in a few milliseconds, slowly enough that the recorder compresses every block.
+int paced() {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 2000; ++i) free_(keep(malloc_(64 + i % 512)));
+    usleep(1000);
+  }
+  return 0;
+}
+
 // N threads, one after another, each allocating and freeing once: glibc frees each thread's
 // buffers after its key destructors ran, so every thread calls free once its log was flushed.
 int threads(int n) {
@@ -208,6 +220,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "nonheap") == 0) return nonheap();
   if (std::strcmp(mode, "bigblocks") == 0) return bigblocks();
   if (std::strcmp(mode, "churn") == 0) return churn();
+  if (std::strcmp(mode, "paced") == 0) return paced();
   if (std::strcmp(mode, "threads") == 0) return threads(argc > 3 ? std::atoi(argv[3]) : 1);
   if (std::strcmp(mode, "main_exits") == 0) return main_exits();
   for (int i = 0; i < 5000; ++i) keep(malloc_(3001));
