@@ -1,9 +1,11 @@
-// Non-heap memory (trace/nonheap.hpp): dirtied static data and named thread stacks count, heap
-// does not; unmeasured samples take the larger neighbouring measure.
+// Non-heap memory (trace/nonheap.hpp): dirtied static data, named thread stacks and exited
+// threads' cached stacks count, heap does not; unmeasured samples take the larger neighbouring
+// measure.
 #include "trace/nonheap.hpp"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,17 +54,23 @@ TEST(NonHeap, HeapDoesNotCount) {
   EXPECT_LT(after, before + kMiB);
 }
 
+// The calling thread's stack; empty when unknown.
+AddressRange own_stack() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return {};
+  void* addr = nullptr;
+  size_t size = 0;
+  const bool known = pthread_attr_getstack(&attr, &addr, &size) == 0;
+  pthread_attr_destroy(&attr);
+  if (!known) return {};
+  return {reinterpret_cast<uintptr_t>(addr), reinterpret_cast<uintptr_t>(addr) + size};
+}
+
 TEST(NonHeap, NamedThreadStacksCount) {
   std::atomic<int> stage{0};
   AddressRange stack;
   std::thread t([&] {
-    pthread_attr_t attr;
-    ASSERT_EQ(pthread_getattr_np(pthread_self(), &attr), 0);
-    void* addr;
-    size_t size;
-    ASSERT_EQ(pthread_attr_getstack(&attr, &addr, &size), 0);
-    pthread_attr_destroy(&attr);
-    stack = {reinterpret_cast<uintptr_t>(addr), reinterpret_cast<uintptr_t>(addr) + size};
+    stack = own_stack();
     // alloca, not an array: a sanitizer may move fixed-size locals off the stack.
     auto* frame = static_cast<volatile char*>(__builtin_alloca(2 << 20));
     for (size_t i = 0; i < (2 << 20); i += 4096) frame[i] = 1;
@@ -75,6 +83,36 @@ TEST(NonHeap, NamedThreadStacksCount) {
   stage.store(2);
   t.join();
   EXPECT_GE(with, without + 2 * kMiB - 64 * 1024);
+}
+
+// An exited thread's stack, which glibc keeps mapped (and its top pages resident) for its next
+// thread, counts while a stack's mapping holds it; an anonymous mapping without a guard page
+// below it does not, though named as one (a range glibc unmapped and something else took).
+TEST(NonHeap, AnExitedThreadsCachedStackCounts) {
+  AddressRange stack;
+  std::thread([&] { stack = own_stack(); }).join();
+  ASSERT_GT(stack.hi, stack.lo);
+  bool seen = false;
+  const uint64_t without = nonheap_bytes(nullptr, 0, 0);
+  const uint64_t with = nonheap_bytes(nullptr, 0, 0, &stack, 1, &seen);
+  EXPECT_TRUE(seen);
+  EXPECT_GE(with, without + 4096);
+
+  // Below the named range: a read-only page, not a guard.
+  constexpr size_t kBytes = 4 << 20;
+  auto* m = static_cast<char*>(
+      mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  for (size_t i = 0; i < kBytes; i += 4096) m[i] = 1;
+  ASSERT_EQ(mprotect(m, 4096, PROT_READ), 0);
+  const AddressRange not_a_stack{reinterpret_cast<uintptr_t>(m) + 4096,
+                                 reinterpret_cast<uintptr_t>(m) + kBytes};
+  seen = false;
+  const uint64_t before = nonheap_bytes(nullptr, 0, 0);
+  const uint64_t named = nonheap_bytes(nullptr, 0, 0, &not_a_stack, 1, &seen);
+  munmap(m, kBytes);
+  EXPECT_FALSE(seen);
+  EXPECT_LT(named, before + kMiB);
 }
 
 // The maps and PAGEMAP_SCAN route reads what smaps's "Anonymous:" lines read: pages read but never

@@ -6,7 +6,10 @@
 // Counted: copy-on-write pages of private file mappings (an executable's and its libraries' data,
 // relocations and lazily bound symbols), each loaded object's .bss (the unnamed anonymous mapping
 // that starts where the object's writable file mapping ends), the main thread's stack ([stack]),
-// and the resident pages of the thread stacks the caller names. Not counted, so taken for heap:
+// the resident pages of the thread stacks the caller names, and, from the stacks of threads that
+// have exited (glibc caches them for its next threads, their top pages resident), the mapping
+// that still holds each one, while it is a stack's (writable, anonymous, a guard page below it;
+// a range glibc unmapped and something else reuses is not). Not counted, so taken for heap:
 // the allocator's own object (its data and .bss hold its metadata: jemalloc's and tcmalloc's
 // .bss are about 2 MB, liballockit's region map 2.5 MB), stacks of threads the caller does not
 // know, and anonymous mappings a program makes with mmap itself (an allocator of its own).
@@ -68,7 +71,7 @@ namespace nonheap_detail {
 // One /proc/self/smaps mapping header: "lo-hi perms offset dev inode [path]".
 struct Mapping {
   uintptr_t lo = 0, hi = 0;
-  bool writable = false, is_private = false;
+  bool writable = false, is_private = false, inaccessible = false;
   unsigned long long inode = 0;
   bool named = false, main_stack = false;
 };
@@ -81,6 +84,7 @@ inline bool parse_mapping(const char* line, Mapping& m) {
   if (*p != ' ' || std::strlen(p) < 6) return false;
   m.writable = p[2] == 'w';
   m.is_private = p[4] == 'p';
+  m.inaccessible = p[1] == '-' && p[2] == '-' && p[3] == '-';
   p += 6;
   std::strtoull(p, &p, 16);  // offset
   while (*p == ' ') ++p;     // device
@@ -92,16 +96,38 @@ inline bool parse_mapping(const char* line, Mapping& m) {
   return true;
 }
 
-// Which mappings are not heap (see above), mapping by mapping in address order.
+// Which mappings are not heap (see above), mapping by mapping in address order. `left`: the
+// stacks of exited threads; left_seen[i] is set when left[i] is still a stack's mapping.
 struct Classifier {
   unsigned long long allocator_inode = 0;  // the allocator's object file (0: none)
-  uintptr_t writable_file_end = 0;         // where the last writable private file mapping ended
+  const AddressRange* left = nullptr;
+  size_t n_left = 0;
+  bool* left_seen = nullptr;
+  uintptr_t writable_file_end = 0;  // where the last writable private file mapping ended
+  uintptr_t guard_end = 0;          // where the last inaccessible mapping ended
 
   bool counts(const Mapping& m) {
     const bool file = m.inode != 0 && m.inode != allocator_inode;
-    const bool bss = m.inode == 0 && !m.named && m.is_private && m.lo == writable_file_end;
+    const bool anon = m.inode == 0 && !m.named && m.is_private;
+    const bool bss = anon && m.lo == writable_file_end;
     writable_file_end = file && m.writable && m.is_private ? m.hi : 0;
-    return file || bss || m.main_stack;
+    const bool guarded = m.lo == guard_end;
+    guard_end = m.inaccessible ? m.hi : 0;
+    return file || bss || m.main_stack || (anon && m.writable && guarded && holds_left(m));
+  }
+
+  // Whether m is the mapping of one of the left stacks: holds it and is not much larger (not
+  // merged with a neighbour).
+  bool holds_left(const Mapping& m) {
+    constexpr uintptr_t kSlack = uintptr_t(1) << 20;
+    bool any = false;
+    for (size_t i = 0; i < n_left; ++i)
+      if (left[i].lo >= m.lo && left[i].hi <= m.hi && left[i].hi > left[i].lo &&
+          m.hi - m.lo <= left[i].hi - left[i].lo + kSlack) {
+        if (left_seen) left_seen[i] = true;
+        any = true;
+      }
+    return any;
   }
 };
 
@@ -210,8 +236,9 @@ inline uint64_t stack_bytes(const AddressRange* stacks, size_t n_stacks) {
 // This instant's non-heap bytes but named stacks, from /proc/self/smaps's "Anonymous:" lines;
 // false when it cannot be read. The route of kernels before 6.7, and the reference the maps
 // route is tested against.
-inline bool nonheap_bytes_by_smaps(unsigned long long allocator_inode, uint64_t& bytes) {
-  nonheap_detail::Classifier classify{allocator_inode};
+inline bool nonheap_bytes_by_smaps(unsigned long long allocator_inode, uint64_t& bytes,
+                                   nonheap_detail::Classifier classify = {}) {
+  classify.allocator_inode = allocator_inode;
   bool counting = false;
   return nonheap_detail::for_each_line("/proc/self/smaps", [&](const char* s) {
     nonheap_detail::Mapping m;
@@ -223,10 +250,11 @@ inline bool nonheap_bytes_by_smaps(unsigned long long allocator_inode, uint64_t&
 }
 
 // The same from /proc/self/maps and PAGEMAP_SCAN; false when the kernel lacks PAGEMAP_SCAN.
-inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_t& bytes) {
+inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_t& bytes,
+                                     nonheap_detail::Classifier classify = {}) {
   const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  nonheap_detail::Classifier classify{allocator_inode};
+  classify.allocator_inode = allocator_inode;
   bool scans = true;
   const bool read = nonheap_detail::for_each_line("/proc/self/maps", [&](const char* s) {
     nonheap_detail::Mapping m;
@@ -238,19 +266,26 @@ inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_
 }
 
 // This instant's non-heap anonymous bytes (see above), with the resident pages of `stacks`
-// (thread stacks other than the main thread's), leaving the object file `allocator_inode`
-// (object_inode) to the heap. 0 when /proc cannot be read.
+// (thread stacks other than the main thread's) and the mappings still holding `left` (stacks of
+// exited threads; left_seen[i], when given, is set for each one found), leaving the object file
+// `allocator_inode` (object_inode) to the heap. 0 when /proc cannot be read.
 inline uint64_t nonheap_bytes(const AddressRange* stacks, size_t n_stacks,
-                              unsigned long long allocator_inode) {
+                              unsigned long long allocator_inode,
+                              const AddressRange* left = nullptr, size_t n_left = 0,
+                              bool* left_seen = nullptr) {
+  nonheap_detail::Classifier classify;
+  classify.left = left;
+  classify.n_left = n_left;
+  classify.left_seen = left_seen;
   // Set once PAGEMAP_SCAN failed (a kernel before 6.7): later measures go straight to smaps
   // instead of reading the maps and failing again first.
   static std::atomic<bool> no_pagemap_scan{false};
   uint64_t mapped = 0;
   if (no_pagemap_scan.load(std::memory_order_relaxed) ||
-      !nonheap_bytes_by_pagemap(allocator_inode, mapped)) {
+      !nonheap_bytes_by_pagemap(allocator_inode, mapped, classify)) {
     no_pagemap_scan.store(true, std::memory_order_relaxed);
     mapped = 0;
-    if (!nonheap_bytes_by_smaps(allocator_inode, mapped)) return 0;
+    if (!nonheap_bytes_by_smaps(allocator_inode, mapped, classify)) return 0;
   }
   return mapped + stack_bytes(stacks, n_stacks);
 }

@@ -128,9 +128,9 @@ constexpr size_t kPage = 4096;
 // false when mincore fails.
 bool resident_pages(const void* start, size_t bytes, uint64_t* pages);
 // Resident bytes of the threads' logs (as far as each has filled) and the packer (mincore, now
-// and then): the share of RssAnon a memory sample leaves out as the recorder's
-// (recorder_writer.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
-uint64_t resident_log_bytes();
+// and then; now when `fresh`): the share of RssAnon a memory sample leaves out as the
+// recorder's (recorder_writer.cpp). Caller holds the memory samples' lock (recorder_rss.cpp).
+uint64_t resident_log_bytes(bool fresh);
 
 // Memory samples (recorder_rss.cpp). start_rss_sampler takes a first sample and starts the
 // sampler thread (once per process; again in a fork child); flush_rss writes the buffered

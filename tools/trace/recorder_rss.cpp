@@ -50,7 +50,8 @@ constexpr uint32_t kRssBatch = 500;  // samples per block: a second's worth
 constexpr uint64_t kNonheapEveryMs = 50;
 constexpr uint64_t kNonheapMovingMs = 4;
 constexpr uint64_t kMappedMoving = 16 * 1024;  // a change this large: measure again soon
-constexpr size_t kMaxStacks = 1024;  // thread stacks measured; more threads: theirs count as heap
+constexpr size_t kMaxStacks = 1024;    // thread stacks measured; more threads: theirs count as heap
+constexpr size_t kMaxLeftStacks = 64;  // exited threads' cached stacks; more count as heap
 
 struct RssBuffer {
   SpinLock lock;
@@ -60,6 +61,7 @@ struct RssBuffer {
   bool mapped_moving = true;
   RssRecord samples[kRssBatch]{};
   AddressRange stacks[kMaxStacks]{};
+  AddressRange left[kMaxLeftStacks]{};
 };
 constinit RssBuffer g_rss{};  // constinit: the constructor samples before dynamic initialisers run
 constinit std::atomic<uint64_t> g_recorder_bytes{0};
@@ -118,11 +120,41 @@ struct StackSlot {
 };
 constinit StackSlot g_thread_stacks[kMaxStacks]{};
 constinit thread_local StackSlot* tl_stack_slot = nullptr;
+
+// The stacks of exited threads, while glibc keeps them mapped for its next threads (a few pages
+// of each stay resident): still not heap, as the replay's own thread stacks are not. An entry is
+// free when lo is 0; a new thread on a cached stack takes it back as its own (fill_slot), and a
+// measure that finds no stack mapping holding it frees it (glibc unmapped the stack).
+struct LeftStack {
+  std::atomic<uintptr_t> lo{0}, hi{0};
+};
+constinit LeftStack g_left_stacks[kMaxLeftStacks]{};
+
+void leave_stack(uintptr_t lo, uintptr_t hi) {
+  for (LeftStack& l : g_left_stacks) {
+    uintptr_t free_entry = 0;
+    if (l.lo.load(std::memory_order_relaxed) == 0 && l.lo.compare_exchange_strong(free_entry, 1)) {
+      l.hi.store(hi, std::memory_order_relaxed);
+      l.lo.store(lo, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+void take_back_stack(uintptr_t lo, uintptr_t hi) {
+  for (LeftStack& l : g_left_stacks) {
+    uintptr_t llo = l.lo.load(std::memory_order_acquire);
+    if (llo > 1 && llo < hi && l.hi.load(std::memory_order_relaxed) > lo)
+      l.lo.compare_exchange_strong(llo, 0);
+  }
+}
 pthread_key_t g_stack_key;                 // its destructor frees the slot of an exiting thread
 unsigned long long g_allocator_inode = 0;  // the program's allocator: its own memory is heap
 
 void release_thread_stack(void* slot) {
   auto* s = static_cast<StackSlot*>(slot);
+  const uintptr_t lo = s->lo.load(std::memory_order_relaxed);
+  if (lo > 1) leave_stack(lo, s->hi.load(std::memory_order_relaxed));
   s->hi.store(0, std::memory_order_relaxed);
   s->lo.store(0, std::memory_order_release);
   tl_stack_slot = nullptr;
@@ -157,6 +189,7 @@ bool fill_slot(StackSlot* s) {
     release_thread_stack(s);  // its stack unknown: the slot is free again
     return false;
   }
+  take_back_stack(lo, hi);  // a cached stack glibc hands on: this thread's now
   s->hi.store(hi, std::memory_order_relaxed);
   s->lo.store(lo, std::memory_order_release);
   tl_stack_slot = s;
@@ -172,8 +205,22 @@ uint64_t measure_nonheap_locked(uint64_t now) {
                     hi = s.hi.load(std::memory_order_relaxed);
     if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
   }
+  size_t n_left = 0;
+  LeftStack* from[kMaxLeftStacks];
+  for (LeftStack& l : g_left_stacks) {
+    const uintptr_t lo = l.lo.load(std::memory_order_acquire);
+    if (lo > 1) {
+      from[n_left] = &l;
+      g_rss.left[n_left++] = {lo, l.hi.load(std::memory_order_relaxed)};
+    }
+  }
+  bool seen[kMaxLeftStacks] = {};
   const uint64_t was = g_rss.mapped;
-  g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode);
+  g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode, g_rss.left, n_left, seen);
+  for (size_t i = 0; i < n_left; ++i) {
+    uintptr_t lo = g_rss.left[i].lo;
+    if (!seen[i]) from[i]->lo.compare_exchange_strong(lo, 0);  // unmapped: forget it
+  }
   g_rss.mapped_moving = g_rss.mapped > was + kMappedMoving || was > g_rss.mapped + kMappedMoving;
   g_rss.nonheap_at_ns = now;
   return g_rss.mapped + stack_bytes(g_rss.stacks, n);
@@ -186,15 +233,17 @@ bool nonheap_due_locked(uint64_t now) {
 }
 
 // Appends one sample of this instant (`now`, CLOCK_MONOTONIC), measuring non-heap memory when
-// `nonheap`, and lets calls stamp again (sampled_stamp). Caller holds the buffer's lock.
-void sample_locked(uint64_t now, bool nonheap) {
+// `nonheap` and all of the recorder's own when `last` (the sample at exit), and lets calls stamp
+// again (sampled_stamp). Caller holds the buffer's lock.
+void sample_locked(uint64_t now, bool nonheap, bool last = false) {
   const uint64_t measured = nonheap ? measure_nonheap_locked(now) : kNonheapUnmeasured;
   g_last_sample_ns.store(now, std::memory_order_relaxed);
   g_coarse_tick.fetch_add(1, std::memory_order_relaxed);
   uint64_t anon, rss;
   if (!read_statm(anon, rss)) return;
   if (g_rss.n == kRssBatch) write_rss_locked();
-  const uint64_t recorder = g_recorder_bytes.load(std::memory_order_relaxed) + resident_log_bytes();
+  const uint64_t recorder =
+      g_recorder_bytes.load(std::memory_order_relaxed) + resident_log_bytes(last);
   g_rss.samples[g_rss.n++] = {__rdtsc(), anon, rss, recorder, measured};
 }
 
@@ -384,7 +433,7 @@ void flush_rss(bool final_sample) {
   if (g_fd < 0) return;
   if (final_sample) {
     g_rss.lock.lock();
-    sample_locked(mono_ns(), true);
+    sample_locked(mono_ns(), true, true);
   } else if (!g_rss.lock.try_lock()) {
     return;  // a crash handler never waits; the sampler holds what it has
   }

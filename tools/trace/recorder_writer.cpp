@@ -99,18 +99,21 @@ bool resident_pages(const void* start, size_t bytes, uint64_t* pages) {
   return true;
 }
 
-uint64_t resident_log_bytes() {
+uint64_t resident_log_bytes(bool fresh) {
   // The packer's context is touched as far as its first compressions reach, then reused: read
   // again (mincore) at the first sample after each of its first kWarmPacks compressions, then
   // every kPackerEvery calls, if it compressed since. (mincore takes the process's mmap lock:
   // read at every 2 ms sample, with each log's, it cost larson 5% of its wall time under the
   // recorder. Read only every kPackerEvery calls from the start, the context's 172 KiB went
   // uncounted for python3's first 0.5 s, which its recorded heap peak took in: 4% too high.)
-  constexpr uint32_t kPackerEvery = 100, kWarmPacks = 16;
+  // The last sample reads it afresh: the flushes at exit compress a block per thread, whose
+  // hashes touch pages of the context none touched before (up to 80 KiB for python3).
+  constexpr uint32_t kPackerEvery = 10, kWarmPacks = 16;
   static uint32_t calls = 0, packs_seen = 0;
   static uint64_t packer = 0;
   const uint32_t packs = g_packer.packs.load(std::memory_order_relaxed);
-  const bool due = packs != packs_seen && (packs <= kWarmPacks || calls % kPackerEvery == 0);
+  const bool due =
+      fresh || (packs != packs_seen && (packs <= kWarmPacks || calls % kPackerEvery == 0));
   ++calls;
   if (uint64_t pages;
       g_packer.mapping && due && resident_pages(g_packer.mapping, g_packer.mapping_bytes, &pages)) {
