@@ -15,8 +15,6 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include <cstring>
 
@@ -50,6 +48,10 @@ struct Range {
 
 struct Stacks {
   bool frame_pointers = false;
+  // libunwind's unw_backtrace, from a dlopen at setup (RTLD_LOCAL: none of its symbols, such as
+  // its _Unwind_Backtrace, join the program's), so a recording without stacks or by frame
+  // pointers never loads it.
+  int (*backtrace)(void**, int) = nullptr;
   std::atomic<uint64_t>* slots = nullptr;  // (hash tag << 32) | id, 0 empty
   Entry* entries = nullptr;                // by id, from 1
   uint64_t* frames = nullptr;
@@ -248,7 +250,7 @@ __attribute__((noinline)) int walk_frame_pointers(uint64_t* out, int max) {
 // further only when more frames were skipped and the stack goes on.
 int walk(uint64_t* raw, int want) {
   return g.frame_pointers ? walk_frame_pointers(raw, want)
-                          : unw_backtrace(reinterpret_cast<void**>(raw), want);
+                          : g.backtrace(reinterpret_cast<void**>(raw), want);
 }
 
 // The first of `got` frames outside the recorder and the runtimes.
@@ -348,7 +350,17 @@ void setup_stacks(uint32_t depth, bool frame_pointers) {
   if (!g.slots || !g.entries || !g.frames || !g.out) return;
   const ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
   g.exe[n > 0 ? n : 0] = 0;
-  dl_iterate_phdr(learn_skip_ranges, nullptr);
+  if (!frame_pointers) {
+    if (void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL))
+      g.backtrace = reinterpret_cast<int (*)(void**, int)>(dlsym(lib, "unw_backtrace"));
+    if (!g.backtrace) {
+      static const char kNoUnwind[] =
+          "allockit record: libunwind.so.8 not found; call stacks follow frame pointers\n";
+      (void)!write(2, kNoUnwind, sizeof kNoUnwind - 1);
+      frame_pointers = true;
+    }
+  }
+  dl_iterate_phdr(learn_skip_ranges, nullptr);  // after the dlopen: libunwind is a runtime
   g.frame_pointers = frame_pointers;
   g_stack_depth = depth > kMaxStackDepth ? kMaxStackDepth : depth;
   if (!frame_pointers) {  // the size of libunwind's per-thread cache: this thread's first unwind
