@@ -71,6 +71,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # libc6, libstdc++6, libzstd1, zlib1g from the binaries
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-numpy")  # the report
+# The report; libunwind, which the recorder opens at run time for call stacks (no NEEDED entry).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-numpy, libunwind8")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, pkg-config")
 include(CPack)

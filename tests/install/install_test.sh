@@ -97,7 +97,7 @@ step "make package: the .deb, unpacked with dpkg -x, builds a consumer"
 DEB=$T/deb/allockit_0.2.0_amd64.deb
 [ -f "$DEB" ] || { ls "$T/deb"; fail "no $DEB"; }
 deps=$(dpkg-deb -f "$DEB" Depends)
-for d in libc6 libzstd1 python3-numpy; do
+for d in libc6 libzstd1 python3-numpy libunwind8; do
   echo "$deps" | grep -q "$d" || fail "the .deb does not depend on $d: $deps"
 done
 dpkg -x "$DEB" "$T/root"
