@@ -85,6 +85,27 @@ TEST(NonHeap, NamedThreadStacksCount) {
   EXPECT_GE(with, without + 2 * kMiB - 64 * 1024);
 }
 
+// Memory mapped right after the test binary's .bss (the kernel merges it with the .bss mapping)
+// is not .bss: only what the program headers say the .bss spans counts.
+extern "C" char end;  // the end of the executable's .bss (the linker defines it)
+
+TEST(NonHeap, AMappingAfterTheBssIsNotBss) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t after = (reinterpret_cast<uintptr_t>(&end) + page - 1) & ~(page - 1);
+  constexpr size_t kBytes = 4 << 20;
+  const uint64_t before = nonheap_bytes(nullptr, 0, 0);
+  void* m = mmap(reinterpret_cast<void*>(after), kBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m != reinterpret_cast<void*>(after)) {
+    if (m != MAP_FAILED) munmap(m, kBytes);
+    GTEST_SKIP() << "the pages after the .bss are taken";
+  }
+  for (size_t i = 0; i < kBytes; i += 4096) static_cast<volatile char*>(m)[i] = 1;
+  const uint64_t with = nonheap_bytes(nullptr, 0, 0);
+  munmap(m, kBytes);
+  EXPECT_LT(with, before + kMiB);
+}
+
 // An exited thread's stack, which glibc keeps mapped (and its top pages resident) for its next
 // thread, counts while a stack's mapping holds it; an anonymous mapping without a guard page
 // below it does not, though named as one (a range glibc unmapped and something else took).

@@ -5,7 +5,9 @@
 //
 // Counted: copy-on-write pages of private file mappings (an executable's and its libraries' data,
 // relocations and lazily bound symbols), each loaded object's .bss (the unnamed anonymous mapping
-// that starts where the object's writable file mapping ends), the main thread's stack ([stack]),
+// that starts where the object's writable file mapping ends, as far as the object's program
+// headers say its .bss reaches: an anonymous mapping placed right after it, such as the
+// recorder's own tables, is not its .bss), the main thread's stack ([stack]),
 // the resident pages of the thread stacks the caller names, and, from the stacks of threads that
 // have exited (glibc caches them for its next threads, their top pages resident), the mapping
 // that still holds each one, while it is a stack's (writable, anonymous, a guard page below it;
@@ -25,6 +27,7 @@
 #pragma once
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -96,24 +99,66 @@ inline bool parse_mapping(const char* line, Mapping& m) {
   return true;
 }
 
-// Which mappings are not heap (see above), mapping by mapping in address order. `left`: the
-// stacks of exited threads; left_seen[i] is set when left[i] is still a stack's mapping.
+// The loaded objects' .bss extents, page-aligned: from each writable PT_LOAD segment, the pages
+// past its file contents (dl_iterate_phdr; nothing allocated).
+constexpr size_t kMaxObjects = 256;
+struct BssExtents {
+  AddressRange of[kMaxObjects];
+  size_t n = 0;
+
+  void collect() {
+    n = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* self) {
+          auto& b = *static_cast<BssExtents*>(self);
+          const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+          for (int i = 0; i < info->dlpi_phnum && b.n < kMaxObjects; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W) || ph.p_memsz <= ph.p_filesz) continue;
+            const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+            const uintptr_t lo = (start + ph.p_filesz + page - 1) & ~(page - 1);
+            const uintptr_t hi = (start + ph.p_memsz + page - 1) & ~(page - 1);
+            if (hi > lo) b.of[b.n++] = {lo, hi};
+          }
+          return 0;
+        },
+        this);
+  }
+
+  // Where the .bss that starts at `lo` ends; lo when none does.
+  uintptr_t end_from(uintptr_t lo) const {
+    for (size_t i = 0; i < n; ++i)
+      if (of[i].lo == lo) return of[i].hi;
+    return lo;
+  }
+};
+
+// Which mappings are not heap (see above), mapping by mapping in address order, and which part
+// of each: counts() returns the range to count, empty when none. `left`: the stacks of exited
+// threads; left_seen[i] is set when left[i] is still a stack's mapping.
 struct Classifier {
   unsigned long long allocator_inode = 0;  // the allocator's object file (0: none)
   const AddressRange* left = nullptr;
   size_t n_left = 0;
   bool* left_seen = nullptr;
+  const BssExtents* bss = nullptr;
   uintptr_t writable_file_end = 0;  // where the last writable private file mapping ended
   uintptr_t guard_end = 0;          // where the last inaccessible mapping ended
 
-  bool counts(const Mapping& m) {
+  AddressRange counts(const Mapping& m) {
     const bool file = m.inode != 0 && m.inode != allocator_inode;
     const bool anon = m.inode == 0 && !m.named && m.is_private;
-    const bool bss = anon && m.lo == writable_file_end;
+    const bool after_data = anon && m.lo == writable_file_end;
     writable_file_end = file && m.writable && m.is_private ? m.hi : 0;
     const bool guarded = m.lo == guard_end;
     guard_end = m.inaccessible ? m.hi : 0;
-    return file || bss || m.main_stack || (anon && m.writable && guarded && holds_left(m));
+    if (file || m.main_stack || (anon && m.writable && guarded && holds_left(m)))
+      return {m.lo, m.hi};
+    if (after_data) {
+      const uintptr_t end = bss ? bss->end_from(m.lo) : m.hi;
+      return {m.lo, end < m.hi ? end : m.hi};
+    }
+    return {};
   }
 
   // Whether m is the mapping of one of the left stacks: holds it and is not much larger (not
@@ -238,13 +283,19 @@ inline uint64_t stack_bytes(const AddressRange* stacks, size_t n_stacks) {
 // route is tested against.
 inline bool nonheap_bytes_by_smaps(unsigned long long allocator_inode, uint64_t& bytes,
                                    nonheap_detail::Classifier classify = {}) {
+  nonheap_detail::BssExtents bss;
+  bss.collect();
   classify.allocator_inode = allocator_inode;
+  classify.bss = &bss;
   bool counting = false;
   return nonheap_detail::for_each_line("/proc/self/smaps", [&](const char* s) {
     nonheap_detail::Mapping m;
-    if (nonheap_detail::is_mapping_header(s))
-      counting = nonheap_detail::parse_mapping(s, m) && classify.counts(m);
-    else if (counting && std::strncmp(s, "Anonymous:", 10) == 0)
+    if (nonheap_detail::is_mapping_header(s)) {
+      // smaps counts whole mappings: one counted only in part is left out.
+      const AddressRange r =
+          nonheap_detail::parse_mapping(s, m) ? classify.counts(m) : AddressRange{};
+      counting = r.lo == m.lo && r.hi == m.hi && r.hi > r.lo;
+    } else if (counting && std::strncmp(s, "Anonymous:", 10) == 0)
       bytes += std::strtoull(s + 10, nullptr, 10) * 1024;
   });
 }
@@ -254,12 +305,16 @@ inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_
                                      nonheap_detail::Classifier classify = {}) {
   const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
+  nonheap_detail::BssExtents bss;
+  bss.collect();
   classify.allocator_inode = allocator_inode;
+  classify.bss = &bss;
   bool scans = true;
   const bool read = nonheap_detail::for_each_line("/proc/self/maps", [&](const char* s) {
     nonheap_detail::Mapping m;
-    if (scans && nonheap_detail::parse_mapping(s, m) && classify.counts(m))
-      scans = nonheap_detail::anonymous_bytes(fd, m.lo, m.hi, bytes);
+    if (!scans || !nonheap_detail::parse_mapping(s, m)) return;
+    const AddressRange r = classify.counts(m);
+    if (r.hi > r.lo) scans = nonheap_detail::anonymous_bytes(fd, r.lo, r.hi, bytes);
   });
   close(fd);
   return read && scans;
