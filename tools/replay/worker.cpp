@@ -71,9 +71,10 @@ uint64_t mono_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Threads this process starts (the replay threads and the sampler) run on stacks mapped here, so
-// the non-heap share of RssAnon (trace/nonheap.hpp) takes them out, as the recorder takes out
-// the program's: both memory curves are heap only.
+// Threads this process starts (the replay threads but the lead, which replays on the main
+// thread's [stack], the launcher and the sampler) run on stacks mapped here, so the non-heap
+// share of RssAnon (trace/nonheap.hpp) takes them out, as the recorder takes out the program's:
+// both memory curves are heap only.
 constexpr size_t kThreadStackBytes = 2u << 20;
 struct Stacks {
   ak::trace::AddressRange* ranges;

@@ -23,7 +23,8 @@
 // with a 50 MiB heap, 14 ms with a 1 GiB one; the maps route about 0.1 ms).
 //
 // Header-only and heap-free (the recorder calls it inside a traced program). Cost: one read of
-// /proc/self/maps, one ioctl per counted mapping, one mincore(2) per 16 MiB of named stacks.
+// /proc/self/maps, one walk of the loaded objects' program headers (dl_iterate_phdr, under the
+// loader's list lock), one ioctl per counted mapping, one mincore(2) per 16 MiB of named stacks.
 #pragma once
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -148,7 +148,7 @@ void take_back_stack(uintptr_t lo, uintptr_t hi) {
       l.lo.compare_exchange_strong(llo, 0);
   }
 }
-pthread_key_t g_stack_key;                 // its destructor frees the slot of an exiting thread
+pthread_key_t g_stack_key;  // its destructor leaves an exiting thread's stack and frees its slot
 unsigned long long g_allocator_inode = 0;  // the program's allocator: its own memory is heap
 
 void release_thread_stack(void* slot) {
