@@ -115,8 +115,9 @@ path = sys.argv[1]
 assert any(c == 0x101 for c, _, _ in blocks(path) if c is not None), "no compressed block"
 s, ms = rss_samples(path), ms_per_tick(path)
 at_100ms = next(r for r in s if (r[0] - s[0][0]) * ms >= 100)
-# Against the sample before the last: the flushes at exit compress blocks of their own.
-assert at_100ms[3] >= 0.9 * s[-2][3], (at_100ms[3], s[-2][3])
+# Against the sample before the last: the flushes at exit compress blocks of their own. Counted
+# late, the context is missing 100 ms in (0.59 of it then); counted at once, 0.95-1.0 of it.
+assert at_100ms[3] >= 0.8 * s[-2][3], (at_100ms[3], s[-2][3])
 PY
 
 step "threads that exit hand their logs on: the recorder's memory does not grow with them"
