@@ -185,7 +185,7 @@ void flush_all(bool take_locks) {
       while (l->busy.load(std::memory_order_acquire) && l != tl_log) {
       }
     }
-    write_in_order(l, take_locks);
+    write_in_order(l, take_locks, take_locks);
     if (take_locks) unlock(l);
   }
   write_queue(take_locks);

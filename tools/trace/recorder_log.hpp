@@ -170,10 +170,10 @@ void write_handed_off();
 void writer_wait(long ms);
 void writer_stopping();
 void writer_after_fork_child();
-// flush_all's (recorder_log.cpp): writes `log` now, after its block handed off before it, or, in
-// a crash handler (`calm` false) that cannot see that one written, not at all; write_queue
-// writes every block still handed off.
-void write_in_order(ThreadLog* log, bool calm);
+// flush_all's and flush_log's: writes `log` now (compressed when worth it and `may_pack`), after
+// its block handed off before it, or, in a crash handler (`calm` false) that cannot see that one
+// written, not at all; write_queue writes every block still handed off.
+void write_in_order(ThreadLog* log, bool calm, bool may_pack);
 void write_queue(bool calm);
 
 // Call stacks (recorder_stacks.cpp). setup_stacks maps the tables and writes the first module

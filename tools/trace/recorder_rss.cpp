@@ -122,27 +122,47 @@ constinit StackSlot g_thread_stacks[kMaxStacks]{};
 constinit thread_local StackSlot* tl_stack_slot = nullptr;
 
 // The stacks of exited threads, while glibc keeps them mapped for its next threads (a few pages
-// of each stay resident): still not heap, as the replay's own thread stacks are not. An entry is
-// free when lo is 0; a new thread on a cached stack takes it back as its own (fill_slot), and a
-// measure that finds no stack mapping holding it frees it (glibc unmapped the stack).
-struct LeftStack {
-  std::atomic<uintptr_t> lo{0}, hi{0};
-};
-constinit LeftStack g_left_stacks[kMaxLeftStacks]{};
+// of each stay resident): still not heap, as the replay's own thread stacks are not. Slots as
+// above (fn and arg unused); a new thread on a cached stack takes it back as its own (fill_slot),
+// and a measure that finds no stack mapping holding it frees it (glibc unmapped the stack).
+constinit StackSlot g_left_stacks[kMaxLeftStacks]{};
+
+// Claims a free slot of `slots`; null when every one is taken.
+template <size_t N>
+StackSlot* claim_slot(StackSlot (&slots)[N]) {
+  for (StackSlot& s : slots) {
+    uintptr_t free_slot = 0;
+    if (s.lo.load(std::memory_order_relaxed) == 0 && s.lo.compare_exchange_strong(free_slot, 1))
+      return &s;
+  }
+  return nullptr;
+}
+
+// The stacks `slots` hold (claimed and filled in), into `out`; `from[i]`, when given, is the
+// slot of out[i]. Returns how many.
+template <size_t N>
+size_t held_stacks(StackSlot (&slots)[N], AddressRange* out, StackSlot** from = nullptr) {
+  size_t n = 0;
+  for (StackSlot& s : slots) {
+    const uintptr_t lo = s.lo.load(std::memory_order_acquire),
+                    hi = s.hi.load(std::memory_order_relaxed);
+    if (lo > 1 && hi > lo) {
+      if (from) from[n] = &s;
+      out[n++] = {lo, hi};
+    }
+  }
+  return n;
+}
 
 void leave_stack(uintptr_t lo, uintptr_t hi) {
-  for (LeftStack& l : g_left_stacks) {
-    uintptr_t free_entry = 0;
-    if (l.lo.load(std::memory_order_relaxed) == 0 && l.lo.compare_exchange_strong(free_entry, 1)) {
-      l.hi.store(hi, std::memory_order_relaxed);
-      l.lo.store(lo, std::memory_order_release);
-      return;
-    }
+  if (StackSlot* l = claim_slot(g_left_stacks)) {
+    l->hi.store(hi, std::memory_order_relaxed);
+    l->lo.store(lo, std::memory_order_release);
   }
 }
 
 void take_back_stack(uintptr_t lo, uintptr_t hi) {
-  for (LeftStack& l : g_left_stacks) {
+  for (StackSlot& l : g_left_stacks) {
     uintptr_t llo = l.lo.load(std::memory_order_acquire);
     if (llo > 1 && llo < hi && l.hi.load(std::memory_order_relaxed) > lo)
       l.lo.compare_exchange_strong(llo, 0);
@@ -158,16 +178,6 @@ void release_thread_stack(void* slot) {
   s->hi.store(0, std::memory_order_relaxed);
   s->lo.store(0, std::memory_order_release);
   tl_stack_slot = nullptr;
-}
-
-// Claims a free slot; null when every one is taken.
-StackSlot* claim_slot() {
-  for (StackSlot& s : g_thread_stacks) {
-    uintptr_t free_slot = 0;
-    if (s.lo.load(std::memory_order_relaxed) == 0 && s.lo.compare_exchange_strong(free_slot, 1))
-      return &s;
-  }
-  return nullptr;
 }
 
 // Fills claimed slot `s` with the calling thread's stack and makes it the thread's; frees the slot
@@ -199,21 +209,9 @@ bool fill_slot(StackSlot* s) {
 // Non-heap bytes of this instant, with the registered thread stacks. Caller holds the buffer's
 // lock.
 uint64_t measure_nonheap_locked(uint64_t now) {
-  size_t n = 0;
-  for (StackSlot& s : g_thread_stacks) {
-    const uintptr_t lo = s.lo.load(std::memory_order_acquire),
-                    hi = s.hi.load(std::memory_order_relaxed);
-    if (lo > 1 && hi > lo) g_rss.stacks[n++] = {lo, hi};
-  }
-  size_t n_left = 0;
-  LeftStack* from[kMaxLeftStacks];
-  for (LeftStack& l : g_left_stacks) {
-    const uintptr_t lo = l.lo.load(std::memory_order_acquire);
-    if (lo > 1) {
-      from[n_left] = &l;
-      g_rss.left[n_left++] = {lo, l.hi.load(std::memory_order_relaxed)};
-    }
-  }
+  const size_t n = held_stacks(g_thread_stacks, g_rss.stacks);
+  StackSlot* from[kMaxLeftStacks];
+  const size_t n_left = held_stacks(g_left_stacks, g_rss.left, from);
   bool seen[kMaxLeftStacks] = {};
   const uint64_t was = g_rss.mapped;
   g_rss.mapped = nonheap_bytes(nullptr, 0, g_allocator_inode, g_rss.left, n_left, seen);
@@ -305,7 +303,7 @@ void* sampler(void*) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the program's signals go to its own threads
   // Its stack (zstd's, too, since it writes the logs: 24 KiB resident) is the recorder's memory,
   // not the heap: measured with the program's thread stacks as non-heap.
-  if (StackSlot* own = claim_slot()) fill_slot(own);
+  if (StackSlot* own = claim_slot(g_thread_stacks)) fill_slot(own);
   writer_started();
   long sleep_ms = kRssPeriodMs;
   uint64_t mine = g_last_sample_ns.load(std::memory_order_relaxed);  // this thread's latest
@@ -360,7 +358,7 @@ void* start_registered(void* slot) {
 
 int create_registered_thread(CreateThread create, pthread_t* thread, const pthread_attr_t* attr,
                              void* (*fn)(void*), void* arg) {
-  if (StackSlot* s = claim_slot()) {
+  if (StackSlot* s = claim_slot(g_thread_stacks)) {
     s->fn = fn;
     s->arg = arg;
     const int rc = create(thread, attr, start_registered, s);

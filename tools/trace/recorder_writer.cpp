@@ -323,8 +323,7 @@ void flush_log(ThreadLog* log, bool may_pack, bool wake) {
   if (log->count == 0 || g_fd < 0) return;
   int saved = errno;
   if (!(may_pack && hand_off(log, wake))) {
-    settle(log, current_index(log) ^ 1, true);
-    write_now(log, may_pack);
+    write_in_order(log, true, may_pack);
     flush_stacks(false);
   }
   errno = saved;
@@ -373,8 +372,8 @@ void writer_after_fork_child() {
   for (ThreadLog* l = g_logs.load(); l; l = l->next) l->queued[0].store(0), l->queued[1].store(0);
 }
 
-void write_in_order(ThreadLog* log, bool calm) {
-  if (settle(log, current_index(log) ^ 1, calm)) write_now(log, calm);
+void write_in_order(ThreadLog* log, bool calm, bool may_pack) {
+  if (settle(log, current_index(log) ^ 1, calm)) write_now(log, may_pack);
 }
 
 void write_queue(bool calm) {
