@@ -12,6 +12,8 @@ namespace ak::os {
 namespace {
 
 constexpr std::size_t kPageTableSpan = std::size_t(2) << 20;  // one page table's reach (x86-64)
+// move_pages_out keeps a range's offset within kPageTableSpan from this size (see os.hpp).
+constexpr std::size_t kPhaseMoveMin = 4 * kPageTableSpan;
 
 constexpr std::size_t kTryPlainMapAlign = std::size_t(1) << 16;
 
@@ -101,7 +103,7 @@ void* move_pages_out(void* p, std::size_t bytes) noexcept {
   const int saved = errno;
   constexpr int kMove = MREMAP_MAYMOVE | MREMAP_DONTUNMAP;
   void* q = MAP_FAILED;
-  if (bytes < kPageTableSpan) {
+  if (bytes < kPhaseMoveMin) {
     q = ::mremap(p, bytes, bytes, kMove, nullptr);  // the kernel reads the address argument
   } else {
     // A reservation one page table larger holds an address of p's phase; the move replaces
