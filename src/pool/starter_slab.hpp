@@ -16,12 +16,15 @@
 // fork loop: each block of its own slab was one more copy-on-write page per fork). Every such
 // free takes the slow path, so after kStarterBinFrees of them the class closes and its blocks are
 // dropped as they come back: a hot class moves to a slab of its own (glibc's bench-malloc-simple
-// ran 3.9x slower with starter blocks cycling through bins for good). A dropped block is marked
-// freed in the map and never handed out again; the waste is bounded by the slab (48 KiB per
-// process). A class with kStarterClassFrees blocks dropped closes too. A block in a bin has the
-// checks of any block there (liballockit's freed tag); a dropped one has the map's. Lock-free: a
-// bump pointer advanced with a CAS, per-class counts, and one byte of block map per 64-byte line of
-// blocks, all on the hot page (pool/hot_page.hpp) with the first heap. Off in checked (debug)
+// ran 3.9x slower with starter blocks cycling through bins for good). After 2,048, not 16,384: a
+// slow free costs 10-20 ns more, and replays of ssh, scp and grep (whose 512-byte class cycled
+// through 14,800 slow frees) ran their mean call 3-10% faster; the 2,000-process shell script
+// (bench/start) ran as fast, but 10% slower at 512, its shell's classes leaving the slab. A dropped
+// block is marked freed in the map and never handed out again; the waste is bounded by the slab (48
+// KiB per process). A class with kStarterClassFrees blocks dropped closes too. A block in a bin has
+// the checks of any block there (liballockit's freed tag); a dropped one has the map's. Lock-free:
+// a bump pointer advanced with a CAS, per-class counts, and one byte of block map per 64-byte line
+// of blocks, all on the hot page (pool/hot_page.hpp) with the first heap. Off in checked (debug)
 // builds, whose slabs keep a state bit per block.
 #pragma once
 
@@ -35,7 +38,7 @@ namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
-inline constexpr std::uint32_t kStarterBinFrees = 16384;
+inline constexpr std::uint32_t kStarterBinFrees = 2048;
 inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
 // The blocks the starter slab hands out, from its base: as many as its map can cover beside the
 // first heap on the hot page.
