@@ -327,6 +327,23 @@ TEST(Malloc, SizedFreesAndTrim) {
   EXPECT_EQ(ak_malloc_trim(0), 1);  // cached mappings went back
 }
 
+// A sized free whose size names the block's class pushes it straight onto that class's bin (the
+// next malloc of the class gets it back); any other stated size frees it as free() does. Blocks
+// past the starter slab's share of the class (8 KiB), so each is of a slab of its own class.
+TEST(Malloc, SizedFreeOfAnyStatedSizeFreesTheBlock) {
+  std::vector<void*> warm;
+  for (int i = 0; i < 200; ++i) warm.push_back(ak_malloc(100));
+  for (std::size_t stated :
+       {std::size_t(100), std::size_t(97), std::size_t(1), std::size_t(5000)}) {
+    void* a = ak_malloc(100);
+    ak_free_sized(a, stated);
+    void* b = ak_malloc(100);
+    EXPECT_EQ(b, a) << stated;
+    ak_free(b);
+  }
+  for (void* p : warm) ak_free_sized(p, 100);
+}
+
 TEST(Malloc, HugeRequestsFailWithEnomem) {
   errno = 0;
   EXPECT_EQ(ak_malloc(std::size_t(-1) - 100), nullptr);
@@ -357,6 +374,14 @@ TEST(MallocDeathTest, DoubleFreeOfASmallBlock) {
 
 // A freed large block's memory waits in the large cache: a second free, realloc or
 // malloc_usable_size of it says so, rather than "not allocated".
+TEST(MallocDeathTest, SizedDoubleFreeOfASmallBlock) {
+  for (std::size_t stated : {std::size_t(100), std::size_t(1), std::size_t(5000)}) {
+    void* p = ak_malloc(100);
+    ak_free_sized(p, stated);
+    EXPECT_DEATH(ak_free_sized(p, stated), "double free detected") << stated;
+  }
+}
+
 TEST(MallocDeathTest, DoubleFreeOfALargeBlock) {
   void* p = ak_malloc(1 << 20);
   ak_free(p);
