@@ -612,24 +612,11 @@ size_t ak_malloc_usable_size(void* p) noexcept {
   return usable_or_die("malloc_usable_size()", p);
 }
 
-// The sized free's fast path: the bin of the class malloc's table gives `size`, found while the
-// slab header loads, and the push only when the header names that class, with the checks of
-// ak_free's fast path; any other size, and any other block, frees as ak_free.
 AK_HOT_ENTRY void ak_free_sized(void* p, size_t size) noexcept {
   if constexpr (kSecureBuild) {
     const PoolCall name("free_sized()");
     if (p != nullptr) secure_free("free_sized()", p, size);
     return;
-  }
-  if (size <= kMaxPooledSize && in_pool_region(p)) {
-    Slab* s = slab_of(p);
-    const unsigned cls = malloc_class(size);
-    Bin& bin = tl_heap->bins[cls];
-    if (s->bin_class == cls && pool_may_fast_free(s, p) && bin.count < bin.limit && bin.free != p)
-        [[likely]] {
-      if (class_has_tag(cls)) pool_tag_freed(p);
-      return bin_push(bin, p);
-    }
   }
   ak_free(p);
 }
