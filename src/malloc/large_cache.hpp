@@ -81,10 +81,10 @@ class LargeCache {
   // while the background purger runs, which releases them (see pop_draining): every block that
   // free empties. Emptying costs 65, 130, 270 us for 1, 2, 4 MiB in the free, moving 18, 28,
   // 44 us. Moved from 8 MiB only, grep's growing 1-4 MiB buffers and mc_server_small's one-off
-  // 1-6 MiB blocks paid the emptying: their replays' mean call 48.8 -> 41.2 ns (tcmalloc 36.3)
-  // and 75.2 -> 61.5 ns (jemalloc 63.9) moved from 1 MiB, peak RSS within 3%. A thread that maps
-  // new pages first releases as many draining bytes (release_draining), so the process never
-  // holds both.
+  // 1-6 MiB blocks paid the emptying: moved from 1 MiB, the replays' mean call went 46-49 ->
+  // 43-45 ns on grep, 67-72 -> 66-68 on mc_server_small and 69 -> 58 on haskell-web-server,
+  // peak RSS within 3%. A thread that maps new pages first releases as many draining bytes
+  // (release_draining), so the process never holds both.
   static constexpr std::size_t kMoveOutAtFree = kEmptySealedAtFree;
   static constexpr std::size_t kMinSplit = std::size_t(64) << 10;  // smaller rests stay attached
   // The secure build carves a request from a range's end, where a freed block's guard page is.

@@ -19,13 +19,14 @@
 // ran 3.9x slower with starter blocks cycling through bins for good). After 2,048, not 16,384: a
 // slow free costs 10-20 ns more, and replays of ssh, scp and grep (whose 512-byte class cycled
 // through 14,800 slow frees) ran their mean call 3-10% faster; the 2,000-process shell script
-// (bench/start) ran as fast, but 10% slower at 512, its shell's classes leaving the slab. A dropped
-// block is marked freed in the map and never handed out again; the waste is bounded by the slab (48
-// KiB per process). A class with kStarterClassFrees blocks dropped closes too. A block in a bin has
-// the checks of any block there (liballockit's freed tag); a dropped one has the map's. Lock-free:
-// a bump pointer advanced with a CAS, per-class counts, and one byte of block map per 64-byte line
-// of blocks, all on the hot page (pool/hot_page.hpp) with the first heap. Off in checked (debug)
-// builds, whose slabs keep a state bit per block.
+// (bench/start) ran as fast, but 10% slower at 512, its shell's classes leaving the slab.
+//
+// A dropped block is marked freed in the map and never handed out again; the waste is bounded by
+// the slab (48 KiB per process). A class with kStarterClassFrees blocks dropped closes too. A
+// block in a bin has the checks of any block there (liballockit's freed tag); a dropped one has
+// the map's. Lock-free: a bump pointer advanced with a CAS, per-class counts, and one byte of
+// block map per 64-byte line of blocks, all on the hot page (pool/hot_page.hpp) with the first
+// heap. Off in checked (debug) builds, whose slabs keep a state bit per block.
 #pragma once
 
 #include <atomic>
