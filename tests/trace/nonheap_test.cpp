@@ -156,9 +156,8 @@ int64_t route_gap(unsigned long long allocator_inode) {
 // differently by design (smaps counts whole mappings and leaves it out).
 bool a_bss_shares_its_mapping() {
   nonheap_detail::BssExtents bss;
-  bss.collect();
   nonheap_detail::Classifier classify;
-  classify.bss = &bss;
+  classify.start(0, bss);
   bool shares = false;
   nonheap_detail::for_each_line("/proc/self/maps", [&](const char* line) {
     nonheap_detail::Mapping m;

@@ -146,6 +146,14 @@ struct Classifier {
   uintptr_t writable_file_end = 0;  // where the last writable private file mapping ended
   uintptr_t guard_end = 0;          // where the last inaccessible mapping ended
 
+  // Ready for one pass over the mappings: the allocator's object file and this instant's .bss
+  // extents, collected into `extents`, which must outlive the pass.
+  void start(unsigned long long inode, BssExtents& extents) {
+    extents.collect();
+    allocator_inode = inode;
+    bss = &extents;
+  }
+
   AddressRange counts(const Mapping& m) {
     const bool file = m.inode != 0 && m.inode != allocator_inode;
     const bool anon = m.inode == 0 && !m.named && m.is_private;
@@ -285,9 +293,7 @@ inline uint64_t stack_bytes(const AddressRange* stacks, size_t n_stacks) {
 inline bool nonheap_bytes_by_smaps(unsigned long long allocator_inode, uint64_t& bytes,
                                    nonheap_detail::Classifier classify = {}) {
   nonheap_detail::BssExtents bss;
-  bss.collect();
-  classify.allocator_inode = allocator_inode;
-  classify.bss = &bss;
+  classify.start(allocator_inode, bss);
   bool counting = false;
   return nonheap_detail::for_each_line("/proc/self/smaps", [&](const char* s) {
     nonheap_detail::Mapping m;
@@ -307,9 +313,7 @@ inline bool nonheap_bytes_by_pagemap(unsigned long long allocator_inode, uint64_
   const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   nonheap_detail::BssExtents bss;
-  bss.collect();
-  classify.allocator_inode = allocator_inode;
-  classify.bss = &bss;
+  classify.start(allocator_inode, bss);
   bool scans = true;
   const bool read = nonheap_detail::for_each_line("/proc/self/maps", [&](const char* s) {
     nonheap_detail::Mapping m;
