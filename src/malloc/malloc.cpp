@@ -176,7 +176,7 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
     if (cls < kClassCount) return cls;
   }
   if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign)
-    return class_of(size);
+    return pool_medium_class(class_of(size));
   return kHeapClasses;
 }
 

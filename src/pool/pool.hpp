@@ -39,6 +39,11 @@ std::uint32_t pool_start_limit(unsigned cls) noexcept;  // a new heap's bin limi
 // heaps of exited threads back into their slabs, retiring the slabs that empty, so their memory can
 // go back to the OS before a new thread adopts the heap.
 void pool_settle_remote() noexcept;
+// The medium class to serve a request of medium class `cls` from: `cls`, unless this thread has
+// no free block of it at hand (bin, current slab, other slabs) and its bin of a larger class of
+// at most twice the size has one: then that class, whose free block is resident already, where a
+// block of `cls` would be fresh memory faulting in (thread_heap.cpp).
+unsigned pool_medium_class(unsigned cls) noexcept;
 void heaps_lock() noexcept;  // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;
 }  // namespace ak::detail

@@ -876,6 +876,19 @@ void pool_free_other(Slab* s, void* p) noexcept {
   bin_push(bin, p);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Cold medium bins
+// ---------------------------------------------------------------------------------------------
+
+unsigned pool_medium_class(unsigned cls) noexcept {
+  const Heap* h = tl_heap;
+  if (h->bins[cls].count != 0 || h->avail[cls] != nullptr) return cls;
+  if (const Slab* s = h->current[cls]; s != nullptr && s->free != nullptr) return cls;
+  for (unsigned k = cls + 1; k < kHeapClasses && class_size(k) <= 2 * class_size(cls); ++k)
+    if (h->bins[k].count != 0) return k;
+  return cls;
+}
+
 void pool_check_pointer(const void* p) noexcept {
   if (!in_pool_region(p))
     Message()

@@ -209,31 +209,36 @@ TEST(Malloc, LargeGrowthInSmallStepsGetsHeadroom) {
 // growth moves pages instead of copying; shrunk to 64 KiB or less, it moves back to the pools.
 TEST(Malloc, ReallocGrowthPastMediumSizesMovesToALargeBlock) {
   if (ak::kSecureBuild) GTEST_SKIP() << "the secure build keeps realloc'd blocks in their classes";
-  auto large_blocks = [] {
-    ak_stats s;
-    ak_stats_get(&s);
-    return s.large_blocks;
-  };
-  const std::size_t before = large_blocks();
-  auto* p = static_cast<unsigned char*>(ak_malloc(40 << 10));
-  ASSERT_NE(p, nullptr);
-  for (std::size_t i = 0; i < (40 << 10); ++i) p[i] = static_cast<unsigned char>(i % 251);
-  p = static_cast<unsigned char*>(ak_realloc(p, 48 << 10));  // medium to medium
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(large_blocks(), before);
-  p = static_cast<unsigned char*>(ak_realloc(p, 80 << 10));
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(large_blocks(), before + 1);
-  EXPECT_GE(ak_malloc_usable_size(p), std::size_t(80) << 10);
-  for (std::size_t i = 0; i < (40 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
-  p = static_cast<unsigned char*>(ak_realloc(p, 2 << 20));  // large growth
-  ASSERT_NE(p, nullptr);
-  for (std::size_t i = 0; i < (40 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
-  p = static_cast<unsigned char*>(ak_realloc(p, 30 << 10));
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(large_blocks(), before);
-  for (std::size_t i = 0; i < (30 << 10); ++i) ASSERT_EQ(p[i], i % 251) << i;
-  ak_free(p);
+  // A fresh process: a free block of a larger medium class left in a bin by an earlier test could
+  // serve the 48 KiB step (pool_medium_class) with room for 80 KiB.
+  ak::testing::in_fresh_process([] {
+    auto large_blocks = [] {
+      ak_stats s;
+      ak_stats_get(&s);
+      return s.large_blocks;
+    };
+    auto holds_pattern = [](const unsigned char* p, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (p[i] != i % 251) return false;
+      return true;
+    };
+    const std::size_t before = large_blocks();
+    auto* p = static_cast<unsigned char*>(ak_malloc(40 << 10));
+    REQUIRE(p != nullptr, 2);
+    for (std::size_t i = 0; i < (40 << 10); ++i) p[i] = static_cast<unsigned char>(i % 251);
+    p = static_cast<unsigned char*>(ak_realloc(p, 48 << 10));  // medium to medium
+    REQUIRE(p != nullptr && large_blocks() == before, 3);
+    p = static_cast<unsigned char*>(ak_realloc(p, 80 << 10));
+    REQUIRE(p != nullptr && large_blocks() == before + 1, 4);
+    REQUIRE(ak_malloc_usable_size(p) >= std::size_t(80) << 10, 5);
+    REQUIRE(holds_pattern(p, 40 << 10), 6);
+    p = static_cast<unsigned char*>(ak_realloc(p, 2 << 20));  // large growth
+    REQUIRE(p != nullptr && holds_pattern(p, 40 << 10), 7);
+    p = static_cast<unsigned char*>(ak_realloc(p, 30 << 10));
+    REQUIRE(p != nullptr && large_blocks() == before, 8);
+    REQUIRE(holds_pattern(p, 30 << 10), 9);
+    ak_free(p);
+  });
 }
 
 // A medium slab a thread leaves empty goes to its class again: handed to another class, it would
@@ -258,6 +263,68 @@ TEST(Malloc, AnEmptyMediumSlabGoesBackToItsClass) {
     ak_free(again);
   }).join();
   EXPECT_EQ(slab(again), slab(first));
+}
+
+// A resident medium slab handed to another class is emptied first: the old class's written pages
+// do not stay beside the new class's blocks, which are handed out untouched (slab_source.cpp).
+TEST(Malloc, AMediumSlabHandedToAnotherClassIsEmptiedFirst) {
+  ak::testing::in_fresh_process([] {
+    char* first = nullptr;
+    std::thread([&] {
+      first = static_cast<char*>(ak_malloc(40 << 10));
+      REQUIRE(first != nullptr, 2);
+      std::memset(first, 1, 40 << 10);  // ten pages resident
+      ak_free(first);
+    }).join();  // its slab empty at the thread's exit: cached resident
+    char* other = nullptr;
+    std::thread([&] {
+      other = static_cast<char*>(ak_malloc(200 << 10));  // another class: the cached slab
+      REQUIRE(other != nullptr, 3);
+      const auto slab = [](const void* p) {
+        return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kMediumSlabSize;
+      };
+      REQUIRE(slab(other) == slab(first), 4);
+      unsigned char pages[10];
+      REQUIRE(mincore(first, 40 << 10, pages) == 0, 5);
+      for (unsigned char page : pages) REQUIRE((page & 1) == 0, 6);
+      ak_free(other);
+    }).join();
+  });
+}
+
+// A medium request with no free block of its class at hand takes a free block of a larger class
+// of at most twice its size (resident already), not a fresh one; never one of more than twice,
+// and never while its own class has a free block.
+TEST(Malloc, AMediumRequestTakesAFreeBlockOfAClassUpToTwiceItsSize) {
+  ak::testing::in_fresh_process([] {  // no blocks of earlier tests in the bins
+    void* big = ak_malloc(40 << 10);  // class 40 KiB
+    REQUIRE(big != nullptr, 2);
+    std::memset(big, 1, 40 << 10);
+    ak_free(big);
+    void* p = ak_malloc(24 << 10);  // class 24 KiB: none free, 40 KiB <= 2 x 24 KiB
+    REQUIRE(p == big, 3);
+    REQUIRE(ak_malloc_usable_size(p) == std::size_t(40) << 10, 4);
+    std::memset(p, 2, 24 << 10);
+    ak_free(p);  // back to the 40 KiB class
+    void* q = ak_malloc(40 << 10);
+    REQUIRE(q == big, 5);
+    void* own = ak_malloc(24 << 10);  // a block of its own class now, fresh
+    REQUIRE(own != nullptr && ak_malloc_usable_size(own) == std::size_t(24) << 10, 6);
+    ak_free(own);
+    ak_free(q);  // both free: the 24 KiB request takes its own class's block
+    void* again = ak_malloc(24 << 10);
+    REQUIRE(again == own, 7);
+    ak_free(again);
+
+    void* huge = ak_malloc(64 << 10);  // more than twice 24 KiB: never taken for it
+    REQUIRE(huge != nullptr, 8);
+    ak_free(huge);
+    void* a = ak_malloc(24 << 10);
+    void* b = ak_malloc(24 << 10);
+    REQUIRE(a != huge && b != huge, 9);
+    ak_free(a);
+    ak_free(b);
+  });
 }
 
 // An explicit 16-byte alignment of a tiny request is honoured even when the 8-byte class's free
