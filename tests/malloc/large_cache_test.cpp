@@ -321,6 +321,28 @@ TEST(LargeCache, BiggestBlocksGiveTheirPagesBackAtFree) {
   ak_collect(1);
 }
 
+// A block of kEmptyAtFree or more of which the program wrote few pages (a sparse table) keeps
+// them at free: emptying saves little memory and its next user would fault them in again.
+TEST(LargeCache, MostlyUnwrittenBlocksKeepTheirPagesAtFree) {
+  ak_collect(1);
+  const std::size_t n = LargeCache::kEmptyAtFree + 4 * kMiB;
+  auto* a = static_cast<char*>(ak_malloc(n));
+  for (std::size_t i = 0; i < n; i += 8 * 4096) a[i] = 7;
+  const std::size_t written = resident_pages(a, n - 8192);
+  ASSERT_GE(written, (n - 8192) / 4096 / 8);
+  ak_free(a);
+  EXPECT_EQ(resident_pages(a, n - 8192), written);
+  auto* z = static_cast<char*>(ak_calloc(1, n));  // not a's range (sealed last): reads zero
+  ASSERT_NE(z, nullptr);
+  for (std::size_t i = 0; i < n; i += 4096) ASSERT_EQ(z[i], 0) << i;
+  auto* y = static_cast<char*>(ak_calloc(1, n));  // a's range, its written pages cleared
+  ASSERT_NE(y, nullptr);
+  for (std::size_t i = 0; i < n; i += 4096) ASSERT_EQ(y[i], 0) << i;
+  ak_free(z);
+  ak_free(y);
+  ak_collect(1);
+}
+
 // Through ak_calloc: a freed block handed out again reads zero, and with the kernel's page scan
 // only the pages the program wrote were cleared (the others were never faulted in).
 TEST(LargeCache, CallocOfAFreedBlockClearsOnlyItsWrittenPages) {
