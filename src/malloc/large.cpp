@@ -21,11 +21,9 @@ namespace {
 constexpr std::uint64_t kMagic = 0x616b2d6c61726765;  // "ak-large"
 constexpr std::uintptr_t kTombstone = 1;
 // large_drain releases a draining range a piece at a time, from its end: releasing 128 MiB takes
-// 7-10 ms, and meanwhile a request may take the rest with its pages. Each piece is emptied
-// (MADV_DONTNEED, which holds the mmap lock only to read, if at all) before it is unmapped, so
-// the unmap, which holds it to write, frees no pages: a program thread that maps, moves or
-// protects memory meanwhile waited up to 7.8 ms for a piece's unmap (the kernel yields the CPU
-// inside it, lock held), 0.3 ms now (a loop of 4 MiB moves beside 256 MiB drained). A program
+// 7-10 ms, and meanwhile a request may take the rest with its pages. Each piece is emptied before
+// it is unmapped (unmap_range, large_cache.hpp), so the program's threads do not wait on the mmap
+// lock while its pages are freed, as every other range the cache releases is. A program
 // that faulted in new pages while a whole range drained had both resident: py-euler's replay
 // peaked at 366-379 MiB instead of 331-346 (LargeCache::release_draining closes that gap).
 constexpr std::size_t kDrainPiece = std::size_t(2) << 20;
@@ -287,8 +285,7 @@ void large_drain() noexcept {
       s = g_cache.pop_draining(kDrainPiece);
     }
     if (s.base == nullptr) return;
-    os::decommit(s.base, s.bytes);
-    os::release(s.base, s.bytes);
+    unmap_range(s.base, s.bytes, false);
   }
 }
 

@@ -9,6 +9,11 @@
 
 namespace ak::detail {
 
+void unmap_range(char* base, std::size_t bytes, bool empty) noexcept {
+  if (!empty) os::decommit(base, bytes);
+  os::release(base, bytes);
+}
+
 void LargeCache::remove(std::size_t i) noexcept {
   count_of(ranges_[i]) -= ranges_[i].bytes;
   std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
@@ -16,7 +21,7 @@ void LargeCache::remove(std::size_t i) noexcept {
 
 std::size_t LargeCache::release(std::size_t i) noexcept {
   const std::size_t bytes = ranges_[i].bytes;
-  os::release(ranges_[i].base, bytes);
+  unmap_range(ranges_[i].base, bytes, ranges_[i].zero);
   remove(i);
   return bytes;
 }
@@ -152,7 +157,7 @@ LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {
 std::size_t LargeCache::release_draining(std::size_t need) noexcept {
   std::size_t released = 0;
   for (Span s; released < need && (s = pop_draining(need - released)).base;) {
-    os::release(s.base, s.bytes);
+    unmap_range(s.base, s.bytes, false);
     released += s.bytes;
   }
   return released;

@@ -55,6 +55,13 @@ inline constexpr std::size_t kDecommitForZero = std::size_t(16) << 20;
 // kDecommitForZero says.
 ClearWay clear_resident_range(char* p, std::size_t bytes, bool scan = true) noexcept;
 
+// Unmaps range [base, base+bytes) (page-aligned), emptied first unless `empty` (known to hold no
+// page): munmap frees a range's pages with the process's mmap lock held for writing and may yield
+// the CPU meanwhile, so every other thread's page fault or mapping call waits (a thread moving
+// 4 MiB blocks beside a 256 MiB release waited 7.8 ms at worst, 0.3 ms with the range emptied
+// first); MADV_DONTNEED frees them under the lock's read side.
+void unmap_range(char* base, std::size_t bytes, bool empty) noexcept;
+
 class LargeCache {
  public:
   static constexpr std::size_t kSlots = 64;
