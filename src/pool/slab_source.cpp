@@ -18,6 +18,20 @@ namespace {
 
 constexpr std::size_t kMaxRegions = 1 << 16;  // 1 TiB of slabs, both kinds together
 
+// A cache entry is a slab's base (64 KiB-aligned at least) with, in bits 1-8, the class it last
+// held and, in bit 0, whether it is decommitted: the cache is searched by class without reading
+// a header (a small slab's is in its region's table, a cache line of its own).
+constexpr std::uintptr_t kPurgedBit = 1;
+constexpr unsigned kClassShift = 1;
+constexpr std::uintptr_t kEntryBits = 0x1ff;
+static_assert(kHeapClasses <= 0xff && kNoBin == 0xff);
+inline std::uintptr_t entry_base(std::uintptr_t e) {
+  return e & ~kEntryBits;
+}
+inline unsigned entry_class(std::uintptr_t e) {
+  return unsigned(e >> kClassShift) & 0xff;
+}
+
 // One kind of slab: its size, its regions' bitmap, the region being carved and the cache of empty
 // slabs. Caller holds g_lock.
 struct Supply {
@@ -25,7 +39,7 @@ struct Supply {
   const unsigned region_kind;  // kSmallRegions or kMediumRegions
   char* carve = nullptr;
   char* carve_end = nullptr;
-  // Stack of empty slabs, oldest at the bottom; bit 0 of an entry is set once it is decommitted.
+  // Stack of empty slabs, oldest at the bottom (entries: see entry_base).
   // cache_time[i] is when entry i was released; entries below `purged` are all decommitted.
   std::uintptr_t* cache = nullptr;
   std::uint64_t* cache_time = nullptr;
@@ -114,14 +128,14 @@ std::size_t Supply::purge_older_than(std::uint64_t cutoff) {
   std::sort(cache + purged, cache + end);
   std::size_t bytes = 0;
   for (std::size_t i = purged; i < end;) {
-    if (cache[i] & 1) {
+    if (cache[i] & kPurgedBit) {
       ++i;
       continue;
     }
     std::size_t run = i + 1;
-    while (run < end && cache[run] == cache[run - 1] + slab_size) ++run;
-    os::decommit(reinterpret_cast<void*>(cache[i]), (run - i) * slab_size);
-    for (std::size_t k = i; k < run; ++k) cache[k] |= 1;
+    while (run < end && entry_base(cache[run]) == entry_base(cache[run - 1]) + slab_size) ++run;
+    os::decommit(reinterpret_cast<void*>(entry_base(cache[i])), (run - i) * slab_size);
+    for (std::size_t k = i; k < run; ++k) cache[k] |= kPurgedBit;
     bytes += (run - i) * slab_size;
     i = run;
   }
@@ -145,25 +159,27 @@ Supply& supply_of(const Slab* slab) {
   return in_medium_region(slab) ? g_medium : g_small;
 }
 
-// A cached medium slab holds the pages its blocks were written on, at offsets its class's block
-// size set: handed to another class, its new blocks start elsewhere and write pages of their own
-// beside the old ones, so a slab reused by class after class ends up resident whole (mstress,
-// whose rare 64-256 KiB blocks are written in their first 64 bytes, peaked at 16.7 MiB, 9.5 with
-// every released medium slab decommitted). So a medium slab goes, when one of the kAffinityScan
-// most recently cached last held the class asked for, to that class again; a resident one handed
-// to another class is emptied first (slab_acquire: with medium requests served from larger
-// classes' free blocks, pool_medium_class, slabs changed class more often and mstress peaked at
-// 13.1 MiB instead of 10.5; emptied, 10.1).
+// A cached slab holds the pages its blocks were written on, at offsets its class's block size
+// set: handed to another class, its new blocks start elsewhere and write pages of their own
+// beside the old ones, so a slab reused by class after class ends up resident whole. So a slab
+// goes, when one of the kAffinityScan most recently cached last held the class asked for, to that
+// class again, and a resident one handed to another class is emptied first (its pages fault in
+// again as the new class writes them). Medium slabs: mstress, whose rare 64-256 KiB blocks are
+// written in their first 64 bytes, peaked at 16.7 MiB, 9.5 with every released medium slab
+// decommitted; with medium requests served from larger classes' free blocks (pool_medium_class)
+// slabs changed class more often, 13.1 MiB, and 10.1 with the emptying. Small slabs (each pair of
+// thread_churn's threads sends all of theirs back to the cache as it ends): thread_churn 7.0 ->
+// 5.5 MiB at 1.08x the time (affinity alone: 6.9 MiB, 0.94x; the emptying alone, 5.2 MiB, 3.5x),
+// rptest 34.4 -> 25.5 MiB at 1.03x, mstress 9.9 -> 8.6 MiB.
 constexpr std::size_t kAffinityScan = 32;
 
-// Moves the most recent resident cached medium slab last used by class `cls` to the top of the
-// cache, if one of the kAffinityScan most recent is.
+// Moves the most recent resident cached slab last used by class `cls` to the top of the cache,
+// if one of the kAffinityScan most recent is.
 void prefer_class(Supply& s, unsigned cls) {
   const std::size_t low =
       std::max(s.purged, s.cache_len > kAffinityScan ? s.cache_len - kAffinityScan : 0);
   for (std::size_t i = s.cache_len; i-- > low;) {
-    if ((s.cache[i] & 1) != 0) continue;
-    if (reinterpret_cast<const Slab*>(s.cache[i])->size_class != cls) continue;
+    if ((s.cache[i] & kPurgedBit) != 0 || entry_class(s.cache[i]) != cls) continue;
     std::swap(s.cache[i], s.cache[s.cache_len - 1]);
     std::swap(s.cache_time[i], s.cache_time[s.cache_len - 1]);
     return;
@@ -174,27 +190,25 @@ void prefer_class(Supply& s, unsigned cls) {
 
 void* slab_acquire(bool medium, bool* zeroed, unsigned cls) noexcept {
   Supply& s = medium ? g_medium : g_small;
-  char* other_class = nullptr;  // a resident medium slab last held by another class
+  char* other_class = nullptr;  // a resident slab last held by another class
   {
     os::LockGuard guard(g_lock);
     purge_expired();
     ++s.in_use;
-    if (medium && cls != kNoBin) prefer_class(s, cls);
+    if (cls != kNoBin) prefer_class(s, cls);
     if (s.cache_len > 0) {  // the most recently released slab: likely still resident and warm
       const std::uintptr_t e = s.cache[--s.cache_len];
       if (s.purged > s.cache_len) s.purged = s.cache_len;
-      auto* slab = reinterpret_cast<char*>(e & ~std::uintptr_t(1));
-      *zeroed = (e & 1) != 0;
-      if (*zeroed || !medium || cls == kNoBin ||
-          reinterpret_cast<const Slab*>(slab)->size_class == cls)
-        return slab;
-      other_class = slab;
+      *zeroed = (e & kPurgedBit) != 0;
+      if (*zeroed || cls == kNoBin || entry_class(e) == cls)
+        return reinterpret_cast<char*>(entry_base(e));
+      other_class = reinterpret_cast<char*>(entry_base(e));
     }
   }
   if (other_class != nullptr) {
     // Its old blocks' pages would stay resident beside the new class's (see kAffinityScan):
     // emptied, it is zero, and its never-used blocks are handed out untouched.
-    os::decommit(other_class, kMediumSlabSize);
+    os::decommit(other_class, s.slab_size);
     *zeroed = true;
     return other_class;
   }
@@ -222,7 +236,7 @@ void slab_release(Slab* header) noexcept {
       return;
     }
     s.cache_time[s.cache_len] = os::coarse_now_ns();
-    s.cache[s.cache_len++] = addr(slab);
+    s.cache[s.cache_len++] = addr(slab) | std::uintptr_t(header->size_class) << kClassShift;
     purge_expired();
   }
   if (g_on_cache) g_on_cache(s.slab_size);

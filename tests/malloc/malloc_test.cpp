@@ -265,8 +265,42 @@ TEST(Malloc, AnEmptyMediumSlabGoesBackToItsClass) {
   EXPECT_EQ(slab(again), slab(first));
 }
 
-// A resident medium slab handed to another class is emptied first: the old class's written pages
+// A resident slab handed to another class is emptied first: the old class's written pages
 // do not stay beside the new class's blocks, which are handed out untouched (slab_source.cpp).
+TEST(Malloc, ASmallSlabHandedToAnotherClassIsEmptiedFirst) {
+  ak::testing::in_fresh_process([] {
+    constexpr std::size_t kBlock = 512, kCount = 64;  // 32 KiB: past the starter slab's share
+    std::vector<char*> first(kCount);
+    std::thread([&] {
+      for (auto& p : first) {
+        p = static_cast<char*>(ak_malloc(kBlock));
+        REQUIRE(p != nullptr, 2);
+        std::memset(p, 1, kBlock);
+      }
+      for (char* p : first) ak_free(p);
+    }).join();  // its slab empty at the thread's exit: cached resident
+    std::thread([&] {
+      // Another class: past the starter slab's share of it, its first slab is the cached one.
+      const auto slab = [](const void* p) {
+        return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kSlabSize;
+      };
+      const auto page = [](const void* p) {
+        return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(4095));
+      };
+      char* last = first.back();  // in the slab the first thread's blocks filled
+      std::vector<void*> other;
+      while (other.size() < kCount && (other.empty() || slab(other.back()) != slab(last)))
+        other.push_back(ak_malloc(1024));
+      REQUIRE(slab(other.back()) == slab(last), 4);
+      REQUIRE(page(other.back()) != page(last), 5);
+      unsigned char resident = 0;
+      REQUIRE(mincore(page(last), 4096, &resident) == 0, 6);
+      REQUIRE((resident & 1) == 0, 7);
+      for (void* p : other) ak_free(p);
+    }).join();
+  });
+}
+
 TEST(Malloc, AMediumSlabHandedToAnotherClassIsEmptiedFirst) {
   ak::testing::in_fresh_process([] {
     char* first = nullptr;
