@@ -207,12 +207,12 @@ bool mostly_unwritten(char* base, std::size_t bytes) {
 
 // large_free's caching under g_lock of freed block [base, base+bytes). A block of
 // kEmptyAtFree or more, or one of kEmptySealedAtFree or more sealed now, gives its pages back
-// (see large_cache.hpp): from kMoveOutAtFree while the background purger runs, by moving them
-// out to a draining range it releases, the old range staying cached empty (sealed or not);
-// otherwise by emptying the range here, before it is sealed (an mprotect of an empty range
-// touches no page table entries). Returns whether a range was left draining. The secure build's
-// blocks end in a guard page, a mapping of its own that cannot move with the rest: they are emptied
-// here.
+// (see large_cache.hpp) unless mostly unwritten: from kMoveOutAtFree while the background purger
+// runs, by moving them out to a draining range it releases, the old range staying cached empty
+// (sealed or not); otherwise by emptying the range here, before it is sealed (an mprotect of an
+// empty range touches no page table entries). Returns whether a range was left draining. The secure
+// build's blocks end in a guard page, a mapping of its own that cannot move with the rest: they are
+// emptied here.
 bool cache_freed_locked(char* base, std::size_t bytes) {
   const bool seal = should_seal(bytes);
   const bool empty = bytes >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree) &&

@@ -75,7 +75,7 @@ class LargeCache {
   // (whose mmap threshold stops rising here) unmaps it and jemalloc purges it: a program's
   // biggest buffers are rarely reused whole, and 1 in 8 pages written (large_calloc) left the
   // rest of a 128 MiB table resident for nothing. 1.19 s -> 1.08 s there, peak RSS unchanged.
-  // (A block mostly unwritten, as those tables, is now kept resident instead: large.cpp,
+  // (A block mostly unwritten, as those tables are, is kept resident instead: large.cpp,
   // mostly_unwritten.)
   static constexpr std::size_t kEmptyAtFree = std::size_t(32) << 20;
   // The same from this size for a block sealed at free (freed_guard.hpp: the first free of each

@@ -190,7 +190,8 @@ void prefer_class(Supply& s, unsigned cls) {
 
 void* slab_acquire(bool medium, bool* zeroed, unsigned cls) noexcept {
   Supply& s = medium ? g_medium : g_small;
-  char* other_class = nullptr;  // a resident slab last held by another class
+  char* slab;
+  bool other_class = false;  // a resident cached slab last held by another class
   {
     os::LockGuard guard(g_lock);
     purge_expired();
@@ -199,27 +200,25 @@ void* slab_acquire(bool medium, bool* zeroed, unsigned cls) noexcept {
     if (s.cache_len > 0) {  // the most recently released slab: likely still resident and warm
       const std::uintptr_t e = s.cache[--s.cache_len];
       if (s.purged > s.cache_len) s.purged = s.cache_len;
+      slab = reinterpret_cast<char*>(entry_base(e));
       *zeroed = (e & kPurgedBit) != 0;
-      if (*zeroed || cls == kNoBin || entry_class(e) == cls)
-        return reinterpret_cast<char*>(entry_base(e));
-      other_class = reinterpret_cast<char*>(entry_base(e));
+      other_class = !*zeroed && cls != kNoBin && entry_class(e) != cls;
+    } else {
+      if (s.carve == s.carve_end && !s.add_region()) {
+        --s.in_use;
+        return nullptr;
+      }
+      slab = s.carve;
+      s.carve += s.slab_size;
+      *zeroed = true;
     }
   }
-  if (other_class != nullptr) {
+  if (other_class) {
     // Its old blocks' pages would stay resident beside the new class's (see kAffinityScan):
-    // emptied, it is zero, and its never-used blocks are handed out untouched.
-    os::decommit(other_class, s.slab_size);
+    // emptied (outside the lock), it is zero, and its never-used blocks are handed out untouched.
+    os::decommit(slab, s.slab_size);
     *zeroed = true;
-    return other_class;
   }
-  os::LockGuard guard(g_lock);
-  if (s.carve == s.carve_end && !s.add_region()) {
-    --s.in_use;
-    return nullptr;
-  }
-  char* slab = s.carve;
-  s.carve += s.slab_size;
-  *zeroed = true;
   return slab;
 }
 

@@ -877,7 +877,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cold medium bins
+// Medium requests served from a larger class's free block
 // ---------------------------------------------------------------------------------------------
 
 unsigned pool_medium_class(unsigned cls) noexcept {

@@ -82,8 +82,7 @@ Block make(std::mt19937_64& rng) {
   return b;
 }
 
-// Frees `b` by free or by a sized free (C23 free_sized, C++ sized delete), which takes its own
-// fast path when the size names the block's class.
+// Frees `b` by free or by a sized free (C23 free_sized, C++ sized delete), at random.
 void release(std::mt19937_64& rng, const Block& b) {
   if (rng() % 2)
     ak_free_sized(b.p, b.n);
