@@ -170,8 +170,12 @@ Supply& supply_of(const Slab* slab) {
 // slabs changed class more often, 13.1 MiB, and 10.1 with the emptying. Small slabs (each pair of
 // thread_churn's threads sends all of theirs back to the cache as it ends): thread_churn 7.0 ->
 // 5.5 MiB at 1.08x the time (affinity alone: 6.9 MiB, 0.94x; the emptying alone, 5.2 MiB, 3.5x),
-// rptest 34.4 -> 25.5 MiB at 1.03x, mstress 9.9 -> 8.6 MiB.
-constexpr std::size_t kAffinityScan = 32;
+// rptest 34.4 -> 25.5 MiB at 1.03x, mstress 9.9 -> 8.6 MiB. The scan covers 128: a pair of
+// thread_churn's threads caches some 80 slabs as it ends, so with 32 the next pair found its
+// class among the last thread's slabs only, and a slab changed class (emptied, its pages faulted
+// back) on most acquires; 128 ran it 0.88x the time at the same peak RSS. Cost: at most 128
+// entries read under the lock, once per slab taken.
+constexpr std::size_t kAffinityScan = 128;
 
 // Moves the most recent resident cached slab last used by class `cls` to the top of the cache,
 // if one of the kAffinityScan most recent is.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <semaphore>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -298,6 +299,43 @@ TEST(Malloc, ASmallSlabHandedToAnotherClassIsEmptiedFirst) {
       REQUIRE(mincore(page(last), 4096, &resident) == 0, 6);
       REQUIRE((resident & 1) == 0, 7);
       for (void* p : other) ak_free(p);
+    }).join();
+  });
+}
+
+// A small slab goes back to its class even when a hundred slabs of other classes were cached
+// after it, as when a pair of threads ends together (slab_source.cpp, kAffinityScan).
+TEST(Malloc, ASmallSlabGoesBackToItsClassPastOthersCachedAfterIt) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs carve blocks by linking them";
+  ak::testing::in_fresh_process([] {
+    const auto slab = [](const void* p) {
+      return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kSlabSize;
+    };
+    std::binary_semaphore filled{0}, go{0};
+    std::thread others([&] {
+      // About a hundred slabs of another class, alive while the first slab is cached.
+      std::vector<void*> blocks(6400);
+      for (auto& p : blocks) p = ak_malloc(1024);
+      filled.release();
+      go.acquire();
+      for (void* p : blocks) ak_free(p);
+    });
+    filled.acquire();
+    std::uintptr_t first = 0;
+    std::thread([&] {
+      std::vector<void*> blocks(64);  // 32 KiB: past the starter slab's share of the class
+      for (auto& p : blocks) p = ak_malloc(512);
+      first = slab(blocks.back());
+      for (void* p : blocks) ak_free(p);
+    }).join();  // its slab cached
+    go.release();
+    others.join();  // theirs cached after it
+    std::thread([&] {
+      std::vector<void*> blocks;
+      while (blocks.size() < 64 && (blocks.empty() || slab(blocks.back()) != first))
+        blocks.push_back(ak_malloc(512));
+      REQUIRE(slab(blocks.back()) == first, 2);
+      for (void* p : blocks) ak_free(p);
     }).join();
   });
 }
