@@ -16,10 +16,11 @@
 // fork loop: each block of its own slab was one more copy-on-write page per fork). Every such
 // free takes the slow path, so after kStarterBinFrees of them the class closes and its blocks are
 // dropped as they come back: a hot class moves to a slab of its own (glibc's bench-malloc-simple
-// ran 3.9x slower with starter blocks cycling through bins for good). After 2,048, not 16,384: a
-// slow free costs 10-20 ns more, and replays of ssh, scp and grep (whose 512-byte class cycled
-// through 14,800 slow frees) ran their mean call 3-10% faster; the 2,000-process shell script
-// (bench/start) ran as fast, but 10% slower at 512, its shell's classes leaving the slab.
+// ran 3.9x slower with starter blocks cycling through bins for good). After 256: a slow free
+// costs 40-80 instructions more, and at 2,048 a class's starter blocks cycled long enough to be
+// 38% of scp's replayed frees (13,600 of 35,700 left the fast path), which set its p99 call at
+// 90-100 ns against 60-70 at 256 (ssh 140-170 -> 110-120, grep and bdd-aa32 unchanged); the
+// 2,000-process shell script (bench/start) ran 0.96-0.97x the time of 2,048 in paired rounds.
 //
 // A dropped block is marked freed in the map and never handed out again; the waste is bounded by
 // the slab (48 KiB per process). A class with kStarterClassFrees blocks dropped closes too. A
@@ -39,7 +40,7 @@ namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
-inline constexpr std::uint32_t kStarterBinFrees = 2048;
+inline constexpr std::uint32_t kStarterBinFrees = 256;
 inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
 // The blocks the starter slab hands out, from its base: as many as its map can cover beside the
 // first heap on the hot page.

@@ -137,7 +137,8 @@ TEST(StarterSlab, AThreadWithAHeapReusesStarterBlocksThroughItsBins) {
     for (std::size_t size : {8, 24, 200, 4000}) {  // class 0 too: its freed tag is cleared
       void* first = ak_malloc(size);
       REQUIRE(slab_of(first)->starter, 62);
-      for (int i = 0; i < 1000; ++i) {  // churn: the same block, never a slab of its own
+      // Churn, within the class's frees into bins: the same block, never a slab of its own.
+      for (std::uint32_t i = 0; i < ak::detail::kStarterBinFrees / 2; ++i) {
         std::memset(first, 0x5a, size);
         ak_free(first);
         void* again = ak_malloc(size);
