@@ -206,6 +206,28 @@ TEST(Malloc, LargeGrowthInSmallStepsGetsHeadroom) {
   ak_free(p);
 }
 
+// A small block grown by realloc in small steps (Python's lists: 1/8 at a time) is copied once
+// per doubling, not at every class boundary, and keeps its contents.
+TEST(Malloc, ReallocGrowthInSmallStepsCopiesOncePerDoubling) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build keeps realloc'd blocks in their classes";
+  std::size_t size = 4096;
+  auto* p = static_cast<unsigned char*>(ak_malloc(size));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < size; ++i) p[i] = static_cast<unsigned char>(i % 251);
+  int moves = 0;
+  while (size + size / 8 < 16000) {
+    size += size / 8;
+    auto* q = static_cast<unsigned char*>(ak_realloc(p, size));
+    ASSERT_NE(q, nullptr);
+    if (q != p) ++moves;
+    p = q;
+    p[size - 1] = static_cast<unsigned char>((size - 1) % 251);
+  }
+  EXPECT_LE(moves, 2);  // 4 KiB -> 8 KiB -> 16 KiB; at every class boundary it would be 8
+  for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(p[i], i % 251) << i;
+  ak_free(p);
+}
+
 // A medium block that realloc grows past 64 KiB moves to a large block of its own, so later
 // growth moves pages instead of copying; shrunk to 64 KiB or less, it moves back to the pools.
 TEST(Malloc, ReallocGrowthPastMediumSizesMovesToALargeBlock) {
