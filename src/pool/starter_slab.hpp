@@ -20,7 +20,7 @@
 // costs 40-80 instructions more, and at 2,048 a class's starter blocks cycled long enough to be
 // 38% of scp's replayed frees (13,600 of 35,700 left the fast path), which set its p99 call at
 // 90-100 ns against 60-70 at 256 (ssh 140-170 -> 110-120, grep and bdd-aa32 unchanged); the
-// 2,000-process shell script (bench/start) ran 0.96-0.97x the time of 2,048 in paired rounds.
+// 2,000-process shell script (bench/start) ran within 1% of 2,048 over 11 paired rounds.
 //
 // A dropped block is marked freed in the map and never handed out again; the waste is bounded by
 // the slab (48 KiB per process). A class with kStarterClassFrees blocks dropped closes too. A

@@ -23,6 +23,14 @@ namespace {
 bool aligned(const void* p, std::size_t a) {
   return reinterpret_cast<std::uintptr_t>(p) % a == 0;
 }
+// The index of the small (64 KiB) or medium slab-sized stretch of address space holding `p`: two
+// blocks with the same index are in the same slab.
+std::uintptr_t small_slab_index(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kSlabSize;
+}
+std::uintptr_t medium_slab_index(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kMediumSlabSize;
+}
 }  // namespace
 
 TEST(Malloc, EverySizeIsAlignedWritableAndUsable) {
@@ -267,9 +275,6 @@ TEST(Malloc, ReallocGrowthPastMediumSizesMovesToALargeBlock) {
 // A medium slab a thread leaves empty goes to its class again: handed to another class, it would
 // keep the pages its old blocks were written on beside the new blocks' (slab_source.cpp).
 TEST(Malloc, AnEmptyMediumSlabGoesBackToItsClass) {
-  auto slab = [](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kMediumSlabSize;
-  };
   void* first = nullptr;
   std::thread([&] {
     first = ak_malloc(40 << 10);
@@ -285,7 +290,7 @@ TEST(Malloc, AnEmptyMediumSlabGoesBackToItsClass) {
     again = ak_malloc(40 << 10);
     ak_free(again);
   }).join();
-  EXPECT_EQ(slab(again), slab(first));
+  EXPECT_EQ(medium_slab_index(again), medium_slab_index(first));
 }
 
 // A resident slab handed to another class is emptied first: the old class's written pages
@@ -305,17 +310,15 @@ TEST(Malloc, ASmallSlabHandedToAnotherClassIsEmptiedFirst) {
     }).join();  // its slab empty at the thread's exit: cached resident
     std::thread([&] {
       // Another class: past the starter slab's share of it, its first slab is the cached one.
-      const auto slab = [](const void* p) {
-        return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kSlabSize;
-      };
       const auto page = [](const void* p) {
         return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(4095));
       };
       char* last = first.back();  // in the slab the first thread's blocks filled
       std::vector<void*> other;
-      while (other.size() < kCount && (other.empty() || slab(other.back()) != slab(last)))
+      while (other.size() < kCount &&
+             (other.empty() || small_slab_index(other.back()) != small_slab_index(last)))
         other.push_back(ak_malloc(1024));
-      REQUIRE(slab(other.back()) == slab(last), 4);
+      REQUIRE(small_slab_index(other.back()) == small_slab_index(last), 4);
       REQUIRE(page(other.back()) != page(last), 5);
       unsigned char resident = 0;
       REQUIRE(mincore(page(last), 4096, &resident) == 0, 6);
@@ -330,9 +333,6 @@ TEST(Malloc, ASmallSlabHandedToAnotherClassIsEmptiedFirst) {
 TEST(Malloc, ASmallSlabGoesBackToItsClassPastOthersCachedAfterIt) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs carve blocks by linking them";
   ak::testing::in_fresh_process([] {
-    const auto slab = [](const void* p) {
-      return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kSlabSize;
-    };
     std::binary_semaphore filled{0}, go{0};
     std::thread others([&] {
       // About a hundred slabs of another class, alive while the first slab is cached.
@@ -347,16 +347,16 @@ TEST(Malloc, ASmallSlabGoesBackToItsClassPastOthersCachedAfterIt) {
     std::thread([&] {
       std::vector<void*> blocks(64);  // 32 KiB: past the starter slab's share of the class
       for (auto& p : blocks) p = ak_malloc(512);
-      first = slab(blocks.back());
+      first = small_slab_index(blocks.back());
       for (void* p : blocks) ak_free(p);
     }).join();  // its slab cached
     go.release();
     others.join();  // theirs cached after it
     std::thread([&] {
       std::vector<void*> blocks;
-      while (blocks.size() < 64 && (blocks.empty() || slab(blocks.back()) != first))
+      while (blocks.size() < 64 && (blocks.empty() || small_slab_index(blocks.back()) != first))
         blocks.push_back(ak_malloc(512));
-      REQUIRE(slab(blocks.back()) == first, 2);
+      REQUIRE(small_slab_index(blocks.back()) == first, 2);
       for (void* p : blocks) ak_free(p);
     }).join();
   });
@@ -376,10 +376,7 @@ TEST(Malloc, AMediumSlabHandedToAnotherClassIsEmptiedFirst) {
     std::thread([&] {
       other = static_cast<char*>(ak_malloc(200 << 10));  // another class: the cached slab
       REQUIRE(other != nullptr, 3);
-      const auto slab = [](const void* p) {
-        return reinterpret_cast<std::uintptr_t>(p) / ak::detail::kMediumSlabSize;
-      };
-      REQUIRE(slab(other) == slab(first), 4);
+      REQUIRE(medium_slab_index(other) == medium_slab_index(first), 4);
       unsigned char pages[10];
       REQUIRE(mincore(first, 40 << 10, pages) == 0, 5);
       for (unsigned char page : pages) REQUIRE((page & 1) == 0, 6);
