@@ -32,10 +32,12 @@ void* map_accounted(std::size_t bytes, std::size_t align) noexcept;
 // in which case the old mapping is untouched.
 void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept;
 // Moves the pages of mapping range [p, p+bytes) (page multiples) to a new range and returns it;
-// [p, p+bytes) stays mapped, empty (reads zero). Null when the kernel cannot (before Linux 5.7,
-// no MREMAP_DONTUNMAP; a range spanning two mappings): nothing changed then. Ranges of 8 MiB or
-// more land at the same offset within 2 MiB, so whole page tables move: about 0.1 ms for a
-// resident 128 MiB range here, where emptying it (decommit) or unmapping it takes 7-10 ms.
+// [p, p+bytes) stays mapped, empty (reads zero). A range spanning several mappings moves one
+// piece at a time. Null when the kernel cannot (before Linux 5.7, no MREMAP_DONTUNMAP; a hole in
+// the range; the limit on mappings): the range stays mapped, some of its pages maybe dropped
+// (reading zero). Ranges of 8 MiB or more land at the same offset within 2 MiB, so whole page
+// tables move: about 0.1 ms for a resident 128 MiB range here, where emptying it (decommit) or
+// unmapping it takes 7-10 ms.
 // Smaller ones go where the kernel puts them, one system call (the reservation that keeps the
 // offset costs three more, which only whole page tables repay): 18, 28, 44 us for 1, 2, 4 MiB,
 // against 65, 130, 270 us to empty them. The new range is the caller's to release.

@@ -1,6 +1,9 @@
 // The OS layer: aligned mapping, zero-fill, decommit, residency and failure as null.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include "os/os.hpp"
@@ -72,5 +75,41 @@ TEST(OsMemory, MovePagesOutKeepsTheOldRangeMappedAndEmpty) {
     p[0] = 7;  // still writable
     os::release(q, bytes);
     os::release(mapping, bytes + span);
+  }
+}
+
+// A range made of several mappings (the large cache merges ranges whose pages moved before, and
+// the kernel keeps those apart) still moves out whole: mremap alone refuses it (EFAULT), so the
+// move goes one mapping at a time. Pieces of another mapping sit off any halving point.
+TEST(OsMemory, MovePagesOutMovesARangeOfSeveralMappings) {
+  const std::size_t page = os::page_size(), span = std::size_t(2) << 20;
+  for (std::size_t bytes : {24 * page, 4 * span + 5 * page}) {
+    auto* p = static_cast<unsigned char*>(os::map(bytes, page));
+    ASSERT_NE(p, nullptr);
+    for (std::size_t at : {std::size_t(3), std::size_t(13)}) {  // foreign pieces of 5 pages
+      auto* other = static_cast<unsigned char*>(os::map(5 * page, page));
+      ASSERT_NE(other, nullptr);
+      other[0] = 1;  // pages of its own: moved, it stays a mapping apart
+      ASSERT_NE(::mremap(other, 5 * page, 5 * page, MREMAP_MAYMOVE | MREMAP_FIXED, p + at * page),
+                MAP_FAILED);
+    }
+    for (std::size_t i = 0; i < bytes; i += page) p[i] = static_cast<unsigned char>(i / page + 1);
+    void* whole = ::mremap(p, bytes, bytes, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, nullptr);
+    if (whole != MAP_FAILED) {
+      os::release(whole, bytes);
+      os::release(p, bytes);
+      GTEST_SKIP() << "the kernel merged the mappings, or moves across them";
+    }
+    if (errno != EFAULT) GTEST_SKIP() << "this kernel has no MREMAP_DONTUNMAP (Linux 5.7)";
+    auto* q = static_cast<unsigned char*>(os::move_pages_out(p, bytes));
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(os::resident_bytes(p, bytes), 0u);
+    EXPECT_EQ(os::resident_bytes(q, bytes), bytes);
+    for (std::size_t i = 0; i < bytes; i += page) {
+      ASSERT_EQ(q[i], static_cast<unsigned char>(i / page + 1)) << i;
+      ASSERT_EQ(p[i], 0) << i;
+    }
+    os::release(q, bytes);
+    os::release(p, bytes);
   }
 }
