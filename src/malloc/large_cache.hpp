@@ -1,11 +1,12 @@
 // Freed large-block mappings kept for reuse: a small page heap over address ranges. A request
 // takes the smallest cached range that holds it and leaves the rest cached (split); a freed
-// range merges with a cached neighbour; when nothing holds it, the largest resident range is
-// grown with mremap, so its pages move instead of faulting in again. Ranges stay resident (as the
-// program left them) up to a budget tied to recent use: the larger of kMinBudget and the peak of
-// live large bytes since the last purge, so a program that frees and reallocates its large
-// blocks never faults them back, and one that shrinks returns the memory within two purge delays
-// (the purger releases ranges idle longer than the delay). Ranges emptied at free are kept as
+// range merges with a cached neighbour; when no resident range holds it, the largest resident
+// range is grown with mremap (rather than a known-zero range carved), so its pages move instead
+// of faulting in again. Ranges stay resident (as the program left them) up to a budget tied to
+// recent use: the larger of kMinBudget and the peak of live large bytes since the last purge, so
+// a program that frees and reallocates its large blocks never faults them back, and one that
+// shrinks returns the memory within two purge delays (the purger releases ranges idle longer than
+// the delay). Ranges emptied at free are kept as
 // known-zero address space. Ranges freed sealed (freed_guard.hpp) stay sealed until handed out and
 // merge only with sealed neighbours; the range sealed last is not handed to the next request when
 // another will do. The secure build's blocks end in a guard page: a range remembers whether its
@@ -189,6 +190,8 @@ class LargeCache {
   std::size_t release(std::size_t i) noexcept;  // unmaps range i, removes it; returns its bytes
   enum class Kind { kAny, kResident, kZero };
   void release_oldest(Kind kind) noexcept;
+  // The index of the range take() carves `need` bytes from, or len_ when none holds them.
+  std::size_t best_fit(std::size_t need, bool want_zero) const noexcept;
   Taken carve(std::size_t i, std::size_t need) noexcept;
   Taken grow(std::size_t need) noexcept;
 

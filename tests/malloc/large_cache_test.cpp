@@ -77,6 +77,51 @@ TEST(LargeCache, GrowthMovesTheResidentPages) {
   ak::os::release(t.base, t.bytes);
 }
 
+// With no resident range big enough, the largest resident one grows rather than a known-zero
+// one being carved: its pages move, where the known-zero one's would all fault in (and the freed
+// resident ones would stay beside them). The known-zero range stays cached.
+TEST(LargeCache, GrowingAResidentRangeBeatsCarvingAKnownZeroOne) {
+  LargeCache c;
+  char* resident = written_mapping(4 * kMiB, 'f');
+  c.put(resident, 4 * kMiB, false);
+  auto* zero = static_cast<char*>(ak::os::map(16 * kMiB, 4096));
+  c.put(zero, 16 * kMiB, true);
+  const LargeCache::Taken t = c.take(10 * kMiB, false);
+  ASSERT_NE(t.base, nullptr);
+  EXPECT_EQ(t.base[0], 'f');
+  EXPECT_EQ(resident_pages(t.base, 4 * kMiB), 4 * kMiB / 4096);
+  EXPECT_EQ(c.resident_bytes(), 0u);
+  EXPECT_EQ(c.bytes(), 16 * kMiB);  // the known-zero range
+  EXPECT_EQ(c.take(16 * kMiB, false).base, zero);
+  ak::os::release(t.base, t.bytes);
+  ak::os::release(zero, 16 * kMiB);
+}
+
+// A resident range that cannot grow (two kernel mappings side by side, merged in the cache: mremap
+// resizes within one) leaves the request to the known-zero range, and stays cached.
+TEST(LargeCache, ARangeThatCannotGrowLeavesTheRequestToAKnownZeroOne) {
+  LargeCache c;
+  char* resident = written_mapping(4 * kMiB, 'g');
+  char* other = written_mapping(2 * kMiB, 'h');  // written: moved, it stays a mapping apart
+  ASSERT_NE(::mremap(other, 2 * kMiB, 2 * kMiB, MREMAP_MAYMOVE | MREMAP_FIXED, resident + 2 * kMiB),
+            MAP_FAILED);
+  c.put(resident, 2 * kMiB, false);
+  c.put(resident + 2 * kMiB, 2 * kMiB, false);  // merges into one range of two mappings
+  auto* zero = static_cast<char*>(ak::os::map(16 * kMiB, 4096));
+  c.put(zero, 16 * kMiB, true);
+  const LargeCache::Taken t = c.take(10 * kMiB, false);
+  if (t.base != zero) {
+    ak::os::release(t.base, t.bytes);
+    ak::os::release(zero, 16 * kMiB);
+    GTEST_SKIP() << "this kernel resized a range of two mappings";
+  }
+  EXPECT_EQ(c.resident_bytes(), 4 * kMiB);
+  EXPECT_EQ(c.take(4 * kMiB, false).base, resident);
+  EXPECT_EQ(resident[2 * kMiB], 'h');
+  ak::os::release(resident, 4 * kMiB);
+  ak::os::release(zero, 16 * kMiB);
+}
+
 // Whether os::zero_backed_pages works here (Linux 6.7 and /proc).
 bool kernel_scans_pages() {
   char* probe = written_mapping(4096, 'p');
