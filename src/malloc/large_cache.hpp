@@ -6,17 +6,16 @@
 // recent use: the larger of kMinBudget and the peak of live large bytes since the last purge, so
 // a program that frees and reallocates its large blocks never faults them back, and one that
 // shrinks returns the memory within two purge delays (the purger releases ranges idle longer than
-// the delay). Ranges emptied at free are kept as
-// known-zero address space. Ranges freed sealed (freed_guard.hpp) stay sealed until handed out and
-// merge only with sealed neighbours; the range sealed last is not handed to the next request when
-// another will do. The secure build's blocks end in a guard page: a range remembers whether its
-// last page is one and whether all before it is accessible, and requests are carved from a
-// range's end, so a block freed and handed out again keeps its guard with no system call. A
-// block that would be emptied at free may instead have its pages moved out to a range of their
-// own (os::move_pages_out), kept as a draining range until the background purger releases it
-// (pop_draining): the free then costs microseconds instead of milliseconds, and a request
-// meanwhile may take the range with its pages. Not thread-safe: the caller (large.cpp) holds its
-// lock.
+// the delay). Ranges emptied at free are kept as known-zero address space. Ranges freed sealed
+// (freed_guard.hpp) stay sealed until handed out and merge only with sealed neighbours; the range
+// sealed last is not handed to the next request when another will do. The secure build's blocks end
+// in a guard page: a range remembers whether its last page is one and whether all before it is
+// accessible, and requests are carved from a range's end, so a block freed and handed out again
+// keeps its guard with no system call. A block that would be emptied at free may instead have its
+// pages moved out to a range of their own (os::move_pages_out), kept as a draining range until the
+// background purger releases it (pop_draining): the free then costs microseconds instead of
+// milliseconds, and a request meanwhile may take the range with its pages. Not thread-safe: the
+// caller (large.cpp) holds its lock.
 #pragma once
 
 #include <algorithm>

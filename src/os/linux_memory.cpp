@@ -76,8 +76,8 @@ constexpr int kMoveOut = MREMAP_MAYMOVE | MREMAP_DONTUNMAP | MREMAP_FIXED;
 // 1-4 MiB buffers, each emptied in place at 250-300 us instead). A piece that fails so is halved
 // until it fits; the rest follows: one system call for a single mapping, about 2 log2(pages) a
 // boundary between mappings at worst (Linux 6.17 and later move several mappings in one call to
-// a fixed address). False when a piece cannot move at all (a hole, the
-// mapping count limit): the pieces moved so far are in the reservation then.
+// a fixed address). False when a piece cannot move at all (a hole, the mapping count limit): the
+// pieces moved so far are in the reservation then.
 bool move_in_pieces(char* p, std::size_t bytes, char* at) noexcept {
   const std::size_t page = Linux::page_size();
   std::size_t done = 0, piece = bytes;
