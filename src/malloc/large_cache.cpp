@@ -14,6 +14,11 @@ void unmap_range(char* base, std::size_t bytes, bool empty) noexcept {
   os::release(base, bytes);
 }
 
+void LargeCache::append(const Range& r) noexcept {
+  ranges_[len_++] = r;
+  count_of(r) += r.bytes;
+}
+
 void LargeCache::remove(std::size_t i) noexcept {
   count_of(ranges_[i]) -= ranges_[i].bytes;
   std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
@@ -80,8 +85,7 @@ LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   release_draining(need - r.bytes);  // the pages past r's end are new
   auto* moved = static_cast<char*>(os::remap(r.base, r.bytes, need));
   if (moved == nullptr) {
-    ranges_[len_++] = r;  // a slot is free: r's own, and releasing only empties more
-    count_of(r) += r.bytes;
+    append(r);  // a slot is free: r's own, and releasing only empties more
     return {};
   }
   return Taken{moved, need, false, r.sealed, {}};
@@ -145,17 +149,16 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
     }
   }
   if (len_ == kSlots) release_oldest(Kind::kAny);
-  ranges_[len_] = Range{base, bytes, now, 0, zero, sealed, false, false};
-  ranges_[len_++].set_layout(layout);
-  (zero ? zero_ : resident_) += bytes;
+  Range r{base, bytes, now, 0, zero, sealed, false, false};
+  r.set_layout(layout);
+  append(r);
   while (resident_ > budget()) release_oldest(Kind::kResident);
   while (zero_ > kZeroMax) release_oldest(Kind::kZero);
 }
 
 void LargeCache::put_draining(char* base, std::size_t bytes) noexcept {
   if (len_ == kSlots) release_oldest(Kind::kAny);
-  ranges_[len_++] = Range{base, bytes, os::coarse_now_ns(), 0, false, false, false, true};
-  draining_ += bytes;
+  append(Range{base, bytes, os::coarse_now_ns(), 0, false, false, false, true});
 }
 
 LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {

@@ -186,6 +186,7 @@ class LargeCache {
     return r.draining ? draining_ : r.zero ? zero_ : resident_;
   }
   void remove(std::size_t i) noexcept;
+  void append(const Range& r) noexcept;         // into a free slot, counted (remove's inverse)
   std::size_t release(std::size_t i) noexcept;  // unmaps range i, removes it; returns its bytes
   enum class Kind { kAny, kResident, kZero };
   void release_oldest(Kind kind) noexcept;
