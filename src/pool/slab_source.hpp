@@ -41,10 +41,12 @@ inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift
 inline constexpr unsigned kSmallRegions = 0, kMediumRegions = 1;
 extern std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 
-// The region map's entry for the region holding `p`: 0, or its kind + 1.
+// The region map's entry for the region holding `p`: 0, or its kind + 1. Slot 0 (the lowest
+// 16 MiB, where no region can start) is never read, so free(NULL) touches no page of the map: a
+// process that frees null before any other pointer paid a page fault (about 5 us here) for it.
 inline unsigned region_entry(const void* p) noexcept {
   const std::size_t slot = reinterpret_cast<std::uintptr_t>(p) >> kRegionShift;
-  if (slot >= kRegionSlots) return 0;
+  if (slot - 1 >= kRegionSlots - 1) return 0;  // slot 0 wraps round
   return g_region_kinds[slot].load(std::memory_order_acquire);
 }
 
