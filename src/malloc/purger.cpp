@@ -70,7 +70,7 @@ void request_drain() noexcept {
 }
 
 void note_load_time() noexcept {
-  g_load_ns = os::coarse_now_ns();
+  g_load_ns = os::coarse_now_ns_by_syscall();  // no vDSO page faults at load
 }
 
 void start_background_purge(std::size_t bytes) noexcept {

@@ -122,10 +122,22 @@ std::uint64_t draw_process_secret() noexcept {
              : expected;
 }
 
+namespace {
+std::uint64_t to_ns(const timespec& ts) {
+  return std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec);
+}
+}  // namespace
+
 std::uint64_t coarse_now_ns() noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec);
+  return to_ns(ts);
+}
+
+std::uint64_t coarse_now_ns_by_syscall() noexcept {
+  timespec ts{};
+  ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC_COARSE, &ts);
+  return to_ns(ts);
 }
 
 }  // namespace ak::os

@@ -59,6 +59,10 @@ std::size_t resident_bytes(const void* p, std::size_t bytes) noexcept;
 
 // Monotonic time in nanoseconds from a cheap, coarse clock (a few ms resolution).
 std::uint64_t coarse_now_ns() noexcept;
+// The same clock read by a system call rather than the vDSO, for a read at load: the vDSO's code
+// and data pages fault in on first use (two page faults, about 10 us here), which a short process
+// that never reads the clock again pays for nothing; the call costs well under a microsecond.
+std::uint64_t coarse_now_ns_by_syscall() noexcept;
 
 // A random 64-bit value drawn once per process from the kernel (getrandom), never zero and the
 // same for every caller: the key of the secure build's canaries and encoded links. Lock-free;

@@ -113,3 +113,14 @@ TEST(OsMemory, MovePagesOutMovesARangeOfSeveralMappings) {
     os::release(p, bytes);
   }
 }
+
+// The coarse clock read by a system call (at load, where the vDSO's pages would fault in) is the
+// clock the vDSO reads: the two agree to within a few of its ticks, and both move forward.
+TEST(OsClock, CoarseClockBySyscallIsTheVdsoClock) {
+  const std::uint64_t a = ak::os::coarse_now_ns();
+  const std::uint64_t b = ak::os::coarse_now_ns_by_syscall();
+  const std::uint64_t c = ak::os::coarse_now_ns();
+  EXPECT_GT(b, 0u);
+  EXPECT_LE(a, b);
+  EXPECT_LE(b, c);
+}
