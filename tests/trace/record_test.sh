@@ -193,6 +193,16 @@ step "an unknown allocator lists the available ones"
 if "$ak" replay p.akj --allocator nosuch 2> unknown.err; then fail "unknown allocator accepted"; fi
 grep -q "available here: glibc" unknown.err || fail "$(cat unknown.err)"
 
+step "--out makes missing folders and names what stands in its way"
+"$ak" replay p.akj --allocator glibc --out runs/today/glibc > /dev/null
+[ -s runs/today/glibc/compare.md ] || fail "no results under a new nested --out"
+touch taken
+if "$ak" replay p.akj --allocator glibc --out taken/x 2> taken.err; then
+  fail "an --out below a file accepted"
+fi
+grep -q "taken/x: cannot create the output directory (Not a directory)" taken.err ||
+  fail "$(cat taken.err)"
+
 step "import, export"
 printf -- '--1-- malloc(10) = 0x10\n--1-- free(0x10)\n' > t.vg
 "$ak" import --format valgrind t.vg -o t.akj

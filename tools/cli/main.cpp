@@ -172,7 +172,7 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
                  journal.c_str(), static_cast<long long>(t.truncated_at));
   trace::Timeline tl = trace::resolve(t);
   trace::TraceStats st = trace::compute_stats(t, tl);
-  mkdir(dir.c_str(), 0755);
+  trace::make_output_dir(dir);
   std::string plan = dir + "/plan.bin";
   replay::PlanInfo info = replay::write_plan(t, tl, plan);
   if (tl.problems.total())
@@ -347,7 +347,7 @@ int cmd_advise(const Args& a) {
   const std::string out = a.get("--out", "advice");
   SiteInput in(a);
   const replay::Advice advice = replay::advise(in.trace, in.tl, in.sym, ao);
-  mkdir(out.c_str(), 0755);
+  trace::make_output_dir(out);
   std::unique_ptr<replay::WhatIf> w;
   if (!a.has("--no-replay") && !advice.routing.routes.empty())
     w = std::make_unique<replay::WhatIf>(replay::measure(in.trace, in.tl, advice, alloc, ro, out));

@@ -3,6 +3,7 @@
 // not replayed; a free of a slot filled by another thread is flagged to wait for it.
 #include "replay/build_plan.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -90,7 +91,7 @@ PlanInfo write_plan(const trace::Trace& trace, const trace::Timeline& tl, const 
   info.threads = trace.threads.size();
 
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw std::runtime_error(path + ": cannot create");
+  if (!f) throw std::runtime_error(path + ": cannot create (" + std::strerror(errno) + ")");
   PlanHeader h{};
   std::memcpy(h.magic, kPlanMagic, 8);
   h.threads = static_cast<uint32_t>(per_thread.size());

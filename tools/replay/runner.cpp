@@ -195,7 +195,7 @@ ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
   ReplayResult r;
   r.allocator = alloc;
   r.peak_live = peak_live_bytes;
-  mkdir(dir.c_str(), 0755);
+  trace::make_output_dir(dir);
   std::vector<std::vector<uint32_t>> groups(6);
   uint64_t total_ops = 0;
   {

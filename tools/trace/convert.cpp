@@ -124,7 +124,7 @@ ImportResult import_text(const std::string& in, const std::string& out) {
 
 uint64_t export_text(const Trace& trace, const std::string& out) {
   std::ofstream f(out);
-  if (!f) throw std::runtime_error(out + ": cannot create");
+  if (!f) throw std::runtime_error(out + ": cannot create (" + std::strerror(errno) + ")");
   struct Line {
     uint64_t time;
     uint32_t thread, index;

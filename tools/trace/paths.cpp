@@ -15,7 +15,21 @@
 #define AK_SOURCE_DIR "."
 #endif
 
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
 namespace ak::trace {
+
+void make_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec && !std::filesystem::is_directory(dir, ec))
+    ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec)
+    throw std::runtime_error(dir + ": cannot create the output directory (" + ec.message() + ")");
+}
+
 namespace {
 
 std::string exe_dir() {

@@ -20,4 +20,9 @@ struct ToolPaths {
 // Resolved once from /proc/self/exe; paths may name files that are missing (callers check).
 const ToolPaths& tool_paths();
 
+// Creates output directory `dir` and any missing parents, as `mkdir -p` (an existing directory is
+// kept). Throws std::runtime_error naming `dir` and the reason when it cannot: a file in the way,
+// no permission, a read-only file system.
+void make_output_dir(const std::string& dir);
+
 }  // namespace ak::trace
