@@ -207,4 +207,9 @@ if command -v sqlite3 >/dev/null; then
     create index i on t(s); select count(*), sum(x) from t;")
   [ "$out" = "50000|1250025000" ]
 fi
+step "the data relocated at load (RELRO) is one page: each page of it costs every process a fault"
+read -r start size < <(readelf -lW "$lib" | awk '$1 == "GNU_RELRO" {print $3, $6}')
+first=$((start / 4096))
+last=$(((start + size - 1) / 4096))
+[ "$first" = "$last" ] || { echo "RELRO spans pages $first..$last ($size bytes)"; exit 1; }
 echo "all programs ran under allockit"
