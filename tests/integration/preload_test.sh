@@ -209,7 +209,8 @@ if command -v sqlite3 >/dev/null; then
 fi
 step "the data relocated at load (RELRO) is one page: each page of it costs every process a fault"
 read -r start size < <(readelf -lW "$lib" | awk '$1 == "GNU_RELRO" {print $3, $6}')
-first=$((start / 4096))
-last=$(((start + size - 1) / 4096))
+page=$(getconf PAGESIZE)
+first=$((start / page))
+last=$(((start + size - 1) / page))
 [ "$first" = "$last" ] || { echo "RELRO spans pages $first..$last ($size bytes)"; exit 1; }
 echo "all programs ran under allockit"

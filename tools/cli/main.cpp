@@ -1,6 +1,5 @@
 // `allockit`: the trace lab's command line. Subcommands record, import, export, stats, replay,
 // compare and report; each reads journals through the one journal library (tools/trace).
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
 // Set by tools/CMakeLists.txt: the install layout relative to the installed bin directory, the
 // overriding library's soname file, and the source tree (for the build tree's report package).
 #ifndef AK_INSTALL_HELPER_DIR
@@ -14,10 +18,6 @@
 #define AK_PREFIXED_SONAME "liballockit-prefixed.so"
 #define AK_SOURCE_DIR "."
 #endif
-
-#include <filesystem>
-#include <stdexcept>
-#include <system_error>
 
 namespace ak::trace {
 
