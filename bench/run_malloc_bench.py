@@ -18,7 +18,7 @@ import table  # noqa: E402
 # The standard suite's models first (standard_suite.cpp), then the project's own workloads.
 STANDARD = ["larson", "larson_sized", "xmalloc", "glibc_simple", "glibc_thread", "alloc_test1",
             "alloc_test2", "malloc_large", "cache_thrash", "cache_scratch", "mstress", "rptest",
-            "mleak", "cfrac", "espresso"]
+            "mleak", "cfrac", "espresso", "sh6bench", "sh8bench"]
 OWN = ["thread_churn", "mixed_lifetimes", "random_sizes", "large_blocks", "realloc_growth",
        "large_calloc"]
 WORKLOADS = STANDARD + OWN

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -69,32 +71,60 @@ void larson_sized() {
   larson_model<true>();
 }
 
-// xmalloc-test (Lever and Boreham): every thread allocates batches of small blocks and hands
-// each batch to the next thread, which frees it: all frees are cross-thread. The exchange is
-// bounded (kMaxQueued batches per thread) as in the original: unbounded, a thread the scheduler
-// left running piled up batches for a descheduled one, and peak RSS measured the scheduler.
-void xmalloc() {
-  constexpr int kBatches = 240'000, kBatch = 100;
-  constexpr std::size_t kMaxQueued = 16;
+// Batches of blocks handed from each of `n` threads to the next, which frees them. Bounded
+// (kMaxQueued batches per thread) as in the original xmalloc-test: unbounded, a thread the
+// scheduler left running piled up batches for a descheduled one, and peak RSS measured the
+// scheduler.
+class Handoffs {
+ public:
+  explicit Handoffs(int n) : queues_(n) {}
+  // Frees every batch thread `t` was handed.
+  void drain(int t) {
+    std::vector<std::vector<void*>> got;
+    {
+      std::lock_guard g(queues_[t].m);
+      got.swap(queues_[t].batches);
+    }
+    for (auto& b : got)
+      for (void* p : b) std::free(p);
+  }
+  // Hands batch `b` from thread `t` to the next; while the next one's queue is full, frees what
+  // `t` was handed and lets the other run.
+  void give(int t, std::vector<void*> b) {
+    Queue& next = queues_[(t + 1) % queues_.size()];
+    for (;;) {
+      {
+        std::lock_guard g(next.m);
+        if (next.batches.size() < kMaxQueued) return next.batches.push_back(std::move(b));
+      }
+      drain(t);
+      std::this_thread::yield();
+    }
+  }
+  // Thread `t` has nothing more to hand over: frees what it is handed until every thread is done.
+  void finish(int t) {
+    done_.fetch_add(1);
+    while (done_.load() < int(queues_.size())) drain(t);
+    drain(t);
+  }
+
+ private:
+  static constexpr std::size_t kMaxQueued = 16;
   struct Queue {
     std::mutex m;
     std::vector<std::vector<void*>> batches;
   };
-  std::vector<Queue> queues(kThreads);
-  std::atomic<int> done{0};
+  std::vector<Queue> queues_;
+  std::atomic<int> done_{0};
+};
+
+// xmalloc-test (Lever and Boreham): every thread allocates batches of small blocks and hands
+// each batch to the next thread, which frees it: all frees are cross-thread.
+void xmalloc() {
+  constexpr int kBatches = 240'000, kBatch = 100;
+  Handoffs handoffs(kThreads);
   on_threads(kThreads, [&](int t) {
     Rng rng(t + 1);
-    Queue& next = queues[(t + 1) % kThreads];
-    Queue& mine = queues[t];
-    auto drain = [&] {
-      std::vector<std::vector<void*>> got;
-      {
-        std::lock_guard g(mine.m);
-        got.swap(mine.batches);
-      }
-      for (auto& b : got)
-        for (void* p : b) std::free(p);
-    };
     for (int i = 0, n = scaled(kBatches); i < n; ++i) {
       std::vector<void*> b(kBatch);
       for (auto& p : b) {
@@ -102,22 +132,10 @@ void xmalloc() {
         p = std::malloc(n);
         static_cast<char*>(p)[n - 1] = 1;
       }
-      for (;;) {
-        {
-          std::lock_guard g(next.m);
-          if (next.batches.size() < kMaxQueued) {
-            next.batches.push_back(std::move(b));
-            break;
-          }
-        }
-        drain();  // the neighbour is behind: free what it sent, let it run
-        std::this_thread::yield();
-      }
-      if (i % 8 == 0) drain();
+      handoffs.give(t, std::move(b));
+      if (i % 8 == 0) handoffs.drain(t);
     }
-    done.fetch_add(1);
-    while (done.load() < kThreads) drain();
-    drain();
+    handoffs.finish(t);
   });
 }
 
@@ -223,6 +241,69 @@ void cache_scratch() {
       for (int r = 0; r < kRepetitions; ++r) p[r & 7] = char(p[r & 7] + 1);
       std::free(const_cast<char*>(p));
     }
+  });
+}
+
+// sh6bench (MicroQuill's SmartHeap benchmark; mimalloc-bench's sh6benchN runs two threads per
+// core): each thread fills a ring of block pointers with sizes swept from 1 to 1,000 bytes (a
+// base grown by half each step, then halved down to 1; sizes below 100 allocated 250 times,
+// larger ones 50, so small blocks dominate). When the ring wraps, a fifth of it (a window that
+// moves on each wrap) stays live; the blocks below the window are freed in allocation order, those
+// above it in reverse, and the next pass skips the window. Long runs of frees of mixed classes,
+// in both orders, with a live set that shifts.
+void sh6bench() {
+  constexpr std::size_t kRing = 1'000'000;
+  const int sweeps = scaled(2000);
+  on_threads(2 * kThreads, [&](int) {
+    std::vector<char*> ring(kRing, nullptr);
+    std::size_t keep_lo = kRing, keep_hi = kRing, i = 0;
+    for (int sweep = 0; sweep < sweeps; ++sweep)
+      for (std::size_t base = 1; base < 1000; base = base * 3 / 2 + 1)
+        for (std::size_t size = base; size != 0; size /= 2)
+          for (int reps = size < 100 ? 250 : 50; reps > 0; --reps) {
+            ring[i] = static_cast<char*>(std::malloc(size));
+            ring[i][0] = char(size);
+            if (++i == keep_lo) i = keep_hi;
+            if (i < kRing) continue;
+            keep_lo = keep_hi < kRing ? keep_hi : 0;
+            keep_hi = std::min(keep_lo + kRing / 5, kRing);
+            for (std::size_t j = 0; j < keep_lo; ++j) std::free(std::exchange(ring[j], nullptr));
+            for (std::size_t j = kRing; j > keep_hi; --j)
+              std::free(std::exchange(ring[j - 1], nullptr));
+            i = 0 == keep_lo ? keep_hi : 0;
+          }
+    for (char* p : ring) std::free(p);
+  });
+}
+
+// sh8bench (MicroQuill; mimalloc-bench's sh8benchN, two threads per core): sh6bench with objects
+// migrating between threads. Each thread allocates rounds of blocks with sizes drawn mostly small
+// (8 to 1,000 bytes, each storing a pointer in its first word); of each round it frees a quarter
+// itself in reverse order, keeps half live until its next round, and hands a quarter to the next
+// thread, which frees it.
+void sh8bench() {
+  constexpr int kRound = 1000;
+  const int rounds = scaled(15'000);
+  const std::size_t sizes[] = {8, 8, 8, 16, 16, 24, 32, 32, 48, 64, 96, 128, 200, 400, 1000};
+  Handoffs handoffs(2 * kThreads);
+  on_threads(2 * kThreads, [&](int t) {
+    Rng rng(t + 8);
+    std::vector<void*> kept;
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<void*> b(kRound);
+      for (auto& p : b) {
+        p = std::malloc(sizes[rng.below(std::size(sizes))]);
+        *static_cast<void**>(p) = &b;
+      }
+      for (int i = kRound / 2; i-- > kRound / 4;) std::free(b[i]);
+      for (void* p : kept) std::free(p);
+      kept.assign(b.begin() + kRound / 2, b.end());
+      b.resize(kRound / 4);
+      handoffs.give(t, std::move(b));
+      if (r % 8 == 0) handoffs.drain(t);
+    }
+    for (void* p : kept) std::free(p);
+    handoffs.finish(t);
   });
 }
 
@@ -396,6 +477,8 @@ void register_standard(Registry& r) {
   r["malloc_large"] = malloc_large;
   r["cache_thrash"] = cache_thrash;
   r["cache_scratch"] = cache_scratch;
+  r["sh6bench"] = sh6bench;
+  r["sh8bench"] = sh8bench;
   r["mstress"] = mstress;
   r["rptest"] = rptest;
   r["mleak"] = mleak;

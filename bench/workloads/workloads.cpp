@@ -1,6 +1,7 @@
 // The malloc workload driver and the project's own workloads (the standard suite's models are in
 // standard_suite.cpp). Usage: malloc_workloads NAME [SCALE]  -> one JSON line: wall seconds and
-// peak RSS. SCALE (larson, larson_sized, xmalloc): the fraction of their work to do, default 1.
+// peak RSS. SCALE (larson, larson_sized, xmalloc, sh6bench, sh8bench): the fraction of their work
+// to do, default 1.
 #include <atomic>
 #include <chrono>
 #include <cmath>
