@@ -279,18 +279,19 @@ void sh6bench() {
 // sh8bench (MicroQuill; mimalloc-bench's sh8benchN, two threads per core): sh6bench with objects
 // migrating between threads. Each thread allocates rounds of blocks with sizes drawn mostly small
 // (8 to 1,000 bytes, each storing a pointer in its first word); of each round it frees a quarter
-// itself in reverse order, keeps half live until its next round, and hands a quarter to the next
-// thread, which frees it.
+// itself in reverse order, keeps half live until its next round, and swaps a quarter into a
+// table shared by all threads, freeing the blocks it displaces (mostly other threads'). No thread
+// waits for another, so the time is the allocator's, not the scheduler's.
 void sh8bench() {
   constexpr int kRound = 1000;
+  constexpr std::size_t kTable = 8192;
   const int rounds = scaled(15'000);
   const std::size_t sizes[] = {8, 8, 8, 16, 16, 24, 32, 32, 48, 64, 96, 128, 200, 400, 1000};
-  Handoffs handoffs(2 * kThreads);
+  std::vector<std::atomic<void*>> table(kTable);
   on_threads(2 * kThreads, [&](int t) {
     Rng rng(t + 8);
-    std::vector<void*> kept;
+    std::vector<void*> b(kRound), kept;
     for (int r = 0; r < rounds; ++r) {
-      std::vector<void*> b(kRound);
       for (auto& p : b) {
         p = std::malloc(sizes[rng.below(std::size(sizes))]);
         *static_cast<void**>(p) = &b;
@@ -298,13 +299,11 @@ void sh8bench() {
       for (int i = kRound / 2; i-- > kRound / 4;) std::free(b[i]);
       for (void* p : kept) std::free(p);
       kept.assign(b.begin() + kRound / 2, b.end());
-      b.resize(kRound / 4);
-      handoffs.give(t, std::move(b));
-      if (r % 8 == 0) handoffs.drain(t);
+      for (int i = 0; i < kRound / 4; ++i) std::free(table[rng.below(kTable)].exchange(b[i]));
     }
     for (void* p : kept) std::free(p);
-    handoffs.finish(t);
   });
+  for (auto& p : table) std::free(p.load());
 }
 
 // mstress (mimalloc's stress test): threads allocate objects of random sizes (mostly small, some
