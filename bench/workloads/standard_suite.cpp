@@ -71,60 +71,32 @@ void larson_sized() {
   larson_model<true>();
 }
 
-// Batches of blocks handed from each of `n` threads to the next, which frees them. Bounded
-// (kMaxQueued batches per thread) as in the original xmalloc-test: unbounded, a thread the
-// scheduler left running piled up batches for a descheduled one, and peak RSS measured the
-// scheduler.
-class Handoffs {
- public:
-  explicit Handoffs(int n) : queues_(n) {}
-  // Frees every batch thread `t` was handed.
-  void drain(int t) {
-    std::vector<std::vector<void*>> got;
-    {
-      std::lock_guard g(queues_[t].m);
-      got.swap(queues_[t].batches);
-    }
-    for (auto& b : got)
-      for (void* p : b) std::free(p);
-  }
-  // Hands batch `b` from thread `t` to the next; while the next one's queue is full, frees what
-  // `t` was handed and lets the other run.
-  void give(int t, std::vector<void*> b) {
-    Queue& next = queues_[(t + 1) % queues_.size()];
-    for (;;) {
-      {
-        std::lock_guard g(next.m);
-        if (next.batches.size() < kMaxQueued) return next.batches.push_back(std::move(b));
-      }
-      drain(t);
-      std::this_thread::yield();
-    }
-  }
-  // Thread `t` has nothing more to hand over: frees what it is handed until every thread is done.
-  void finish(int t) {
-    done_.fetch_add(1);
-    while (done_.load() < int(queues_.size())) drain(t);
-    drain(t);
-  }
-
- private:
-  static constexpr std::size_t kMaxQueued = 16;
+// xmalloc-test (Lever and Boreham): every thread allocates batches of small blocks and hands
+// each batch to the next thread, which frees it: all frees are cross-thread. The exchange is
+// bounded (kMaxQueued batches per thread) as in the original: unbounded, a thread the scheduler
+// left running piled up batches for a descheduled one, and peak RSS measured the scheduler.
+void xmalloc() {
+  constexpr int kBatches = 240'000, kBatch = 100;
+  constexpr std::size_t kMaxQueued = 16;
   struct Queue {
     std::mutex m;
     std::vector<std::vector<void*>> batches;
   };
-  std::vector<Queue> queues_;
-  std::atomic<int> done_{0};
-};
-
-// xmalloc-test (Lever and Boreham): every thread allocates batches of small blocks and hands
-// each batch to the next thread, which frees it: all frees are cross-thread.
-void xmalloc() {
-  constexpr int kBatches = 240'000, kBatch = 100;
-  Handoffs handoffs(kThreads);
+  std::vector<Queue> queues(kThreads);
+  std::atomic<int> done{0};
   on_threads(kThreads, [&](int t) {
     Rng rng(t + 1);
+    Queue& next = queues[(t + 1) % kThreads];
+    Queue& mine = queues[t];
+    auto drain = [&] {
+      std::vector<std::vector<void*>> got;
+      {
+        std::lock_guard g(mine.m);
+        got.swap(mine.batches);
+      }
+      for (auto& b : got)
+        for (void* p : b) std::free(p);
+    };
     for (int i = 0, n = scaled(kBatches); i < n; ++i) {
       std::vector<void*> b(kBatch);
       for (auto& p : b) {
@@ -132,10 +104,22 @@ void xmalloc() {
         p = std::malloc(n);
         static_cast<char*>(p)[n - 1] = 1;
       }
-      handoffs.give(t, std::move(b));
-      if (i % 8 == 0) handoffs.drain(t);
+      for (;;) {
+        {
+          std::lock_guard g(next.m);
+          if (next.batches.size() < kMaxQueued) {
+            next.batches.push_back(std::move(b));
+            break;
+          }
+        }
+        drain();  // the neighbour is behind: free what it sent, let it run
+        std::this_thread::yield();
+      }
+      if (i % 8 == 0) drain();
     }
-    handoffs.finish(t);
+    done.fetch_add(1);
+    while (done.load() < kThreads) drain();
+    drain();
   });
 }
 
@@ -270,7 +254,7 @@ void sh6bench() {
             for (std::size_t j = 0; j < keep_lo; ++j) std::free(std::exchange(ring[j], nullptr));
             for (std::size_t j = kRing; j > keep_hi; --j)
               std::free(std::exchange(ring[j - 1], nullptr));
-            i = 0 == keep_lo ? keep_hi : 0;
+            i = keep_lo == 0 ? keep_hi : 0;
           }
     for (char* p : ring) std::free(p);
   });
