@@ -56,7 +56,18 @@ step "the replay runs the program's main thread on its own main thread"
 # glibc serves the main thread from its brk arena and every other thread from an mmap'd one.
 ALLOCKIT_TEST_THREAD_PROBE="$PWD/probe.txt" \
   "$ak" compare p.akj --allocators "$build/libak_thread_probe.so" --out probe > /dev/null
-[ "$(cat probe.txt)" = main ] || fail "the main thread's first call replayed on: $(cat probe.txt)"
+[ "$(cat probe.txt)" = "main libak_thread_probe.so" ] ||
+  fail "the main thread's first call replayed on: $(cat probe.txt)"
+
+step "compare runs its repeats in rounds, every allocator once a round, each starting one further"
+cp "$build/libak_thread_probe.so" probe_a.so
+cp "$build/libak_thread_probe.so" probe_b.so
+rm -f order.txt
+ALLOCKIT_TEST_THREAD_PROBE="$PWD/order.txt" \
+  "$ak" compare p.akj --allocators "$PWD/probe_a.so,$PWD/probe_b.so" --repeat 3 --out order > /dev/null
+order=$(cut -d' ' -f2 order.txt | tr '\n' ' ')
+[ "$order" = "probe_a.so probe_b.so probe_b.so probe_a.so probe_a.so probe_b.so " ] ||
+  fail "runs went in the order: $order"
 
 step "recorded memory leaves out static data and stacks; the replay's matches it"
 "$ak" record -o nh.akj --stack 0 -- "$build/pattern_program" x nonheap

@@ -185,12 +185,13 @@ int run_compare(const std::string& journal, const std::vector<replay::AllocatorS
         << trace::sites_json(trace::top_sites(t, tl, sym, by_site), 50);
     std::ofstream(dir + "/stacks.json") << trace::stack_tree_json(t, tl, sym);
   }
-  std::vector<replay::ReplayResult> results;
-  for (const auto& a : allocs) {
-    results.push_back(replay::run_replay(plan, a, opt, st.peak_live_bytes, dir + "/" + a.name));
-    if (!results.back().ok)
-      std::fprintf(stderr, "allockit: %s: %s\n", a.name.c_str(), results.back().error.c_str());
-  }
+  std::vector<std::string> dirs;
+  for (const auto& a : allocs) dirs.push_back(dir + "/" + a.name);
+  std::vector<replay::ReplayResult> results =
+      replay::run_replays(plan, allocs, opt, st.peak_live_bytes, dirs);
+  for (const auto& r : results)
+    if (!r.ok)
+      std::fprintf(stderr, "allockit: %s: %s\n", r.allocator.name.c_str(), r.error.c_str());
   std::remove(plan.c_str());
   const std::string recorded_alloc = trace::meta_get(t.meta, "allocator");
   const replay::Curve recorded = replay::recorded_curve(t.rss);

@@ -188,14 +188,84 @@ AllocatorSpec find_allocator(const std::string& name) {
                               ", or a path to a malloc .so");
 }
 
-ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
-                        const ReplayOptions& opt, uint64_t peak_live_bytes,
-                        const std::string& dir) {
+namespace {
+
+// One allocator's runs so far: its result, and its samples pooled over the runs (a latency and
+// a kGroups index each).
+struct Pool {
   ReplayResult r;
-  r.allocator = alloc;
-  r.peak_live = peak_live_bytes;
-  trace::make_output_dir(dir);
-  std::vector<std::vector<uint32_t>> groups(6);
+  std::string dir;
+  std::vector<uint32_t> latency;
+  std::vector<uint8_t> group;
+};
+
+// Adds the run (number `rep`) whose files the worker just wrote under p.dir; false, with
+// p.r.error set, when they are damaged.
+bool add_run(Pool& p, const ReplayOptions& opt, int rep) {
+  ReplayResult& r = p.r;
+  std::string w = read_file(p.dir + "/worker.json");
+  const double wall = json_field(w, "wall_s");
+  r.wall_best_s = rep == 0 ? wall : std::min(r.wall_best_s, wall);
+  r.wall_s += wall;
+  r.touch_s += json_field(w, "touch_s");
+  r.floor_min_ns = json_field(w, "min");
+  r.floor_mean_ns = json_field(w, "mean");
+  r.peak_rss = std::max(r.peak_rss, static_cast<uint64_t>(json_field(w, "peak_rss_bytes")));
+  r.checked_allocs = static_cast<uint64_t>(json_field(w, "allocs"));
+  r.checked_frees = static_cast<uint64_t>(json_field(w, "frees"));
+  std::string s = read_file(p.dir + "/samples.bin");
+  uint64_t n = 0;
+  if (s.size() < 16 || std::memcmp(s.data(), kSamplesMagic, 8) != 0 ||
+      (std::memcpy(&n, s.data() + 8, 8), s.size() != 16 + n * 13)) {
+    r.error = "replay worker wrote a damaged samples.bin";
+    return false;
+  }
+  r.ops = n;
+  const auto* lat = reinterpret_cast<const uint32_t*>(s.data() + 16);
+  if (opt.keep_latencies) {
+    r.latency_ns.resize(n);
+    std::memcpy(r.latency_ns.data(), lat, n * 4);
+  }
+  const auto* kind = reinterpret_cast<const uint8_t*>(s.data() + 16 + n * 12);
+  const size_t at = p.latency.size();
+  p.latency.resize(at + n);
+  std::memcpy(p.latency.data() + at, lat, n * 4);
+  p.group.reserve(at + n);
+  for (uint64_t i = 0; i < n; ++i) p.group.push_back(static_cast<uint8_t>(group_of(kind[i])));
+  return true;
+}
+
+// Turns p's pooled runs into its result (means over `reps` runs, per-kind summaries) and writes
+// summary.json. Frees the samples.
+void finish(Pool& p, int reps) {
+  ReplayResult& r = p.r;
+  r.wall_s /= reps;
+  r.touch_s /= reps;
+  std::vector<std::vector<uint32_t>> groups(std::size(kGroups));
+  for (size_t i = 0; i < p.latency.size(); ++i) groups[p.group[i]].push_back(p.latency[i]);
+  std::vector<uint8_t>().swap(p.group);
+  r.kinds.push_back(summarise(kGroups[0], p.latency));
+  std::vector<uint32_t>().swap(p.latency);
+  for (size_t g = 1; g < groups.size(); ++g)
+    if (!groups[g].empty()) r.kinds.push_back(summarise(kGroups[g], groups[g]));
+  r.overhead = r.peak_live ? static_cast<double>(r.peak_rss) / static_cast<double>(r.peak_live) : 0;
+  r.ok = true;
+  std::ofstream(p.dir + "/summary.json") << summary_json(r);
+}
+
+}  // namespace
+
+std::vector<ReplayResult> run_replays(const std::string& plan,
+                                      const std::vector<AllocatorSpec>& allocs,
+                                      const ReplayOptions& opt, uint64_t peak_live_bytes,
+                                      const std::vector<std::string>& dirs) {
+  std::vector<Pool> pools(allocs.size());
+  for (size_t i = 0; i < allocs.size(); ++i) {
+    pools[i].r.allocator = allocs[i];
+    pools[i].r.peak_live = peak_live_bytes;
+    pools[i].dir = dirs[i];
+    trace::make_output_dir(dirs[i]);
+  }
   uint64_t total_ops = 0;
   {
     std::ifstream f(plan, std::ios::binary);
@@ -203,53 +273,32 @@ ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
     f.read(reinterpret_cast<char*>(&h), sizeof h);
     total_ops = h.ops;
   }
-  for (int rep = 0; rep < std::max(1, opt.repeat); ++rep) {
-    std::string err = run_worker(plan, alloc, opt, dir, total_ops, rep);
-    if (!err.empty()) {
-      r.error = err;
-      return r;
+  // Round by round, every allocator once, starting one further each round: load that drifts on
+  // the machine while the runs go meets every allocator alike, not the ones that ran last.
+  const int reps = std::max(1, opt.repeat);
+  const size_t n = allocs.size();
+  for (int rep = 0; rep < reps; ++rep)
+    for (size_t k = 0; k < n; ++k) {
+      Pool& p = pools[(k + static_cast<size_t>(rep)) % n];
+      if (!p.r.error.empty()) continue;
+      std::string err = run_worker(plan, p.r.allocator, opt, p.dir, total_ops, rep);
+      if (!err.empty())
+        p.r.error = err;
+      else
+        add_run(p, opt, rep);
     }
-    std::string w = read_file(dir + "/worker.json");
-    const double wall = json_field(w, "wall_s");
-    r.wall_best_s = rep == 0 ? wall : std::min(r.wall_best_s, wall);
-    r.wall_s += wall;
-    r.touch_s += json_field(w, "touch_s");
-    r.floor_min_ns = json_field(w, "min");
-    r.floor_mean_ns = json_field(w, "mean");
-    r.peak_rss = std::max(r.peak_rss, static_cast<uint64_t>(json_field(w, "peak_rss_bytes")));
-    r.checked_allocs = static_cast<uint64_t>(json_field(w, "allocs"));
-    r.checked_frees = static_cast<uint64_t>(json_field(w, "frees"));
-    std::string s = read_file(dir + "/samples.bin");
-    uint64_t n = 0;
-    if (s.size() < 16 || std::memcmp(s.data(), kSamplesMagic, 8) != 0 ||
-        (std::memcpy(&n, s.data() + 8, 8), s.size() != 16 + n * 13)) {
-      r.error = "replay worker wrote a damaged samples.bin";
-      return r;
-    }
-    r.ops = n;
-    const auto* lat = reinterpret_cast<const uint32_t*>(s.data() + 16);
-    if (opt.keep_latencies) {
-      r.latency_ns.resize(n);
-      std::memcpy(r.latency_ns.data(), lat, n * 4);
-    }
-    const auto* kind = reinterpret_cast<const uint8_t*>(s.data() + 16 + n * 12);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint32_t v;
-      std::memcpy(&v, lat + i, 4);
-      groups[0].push_back(v);
-      groups[group_of(kind[i])].push_back(v);
-    }
+  std::vector<ReplayResult> out;
+  for (Pool& p : pools) {
+    if (p.r.error.empty()) finish(p, reps);
+    out.push_back(std::move(p.r));
   }
-  int reps = std::max(1, opt.repeat);
-  r.wall_s /= reps;
-  r.touch_s /= reps;
-  for (int g = 0; g < 6; ++g)
-    if (g == 0 || !groups[g].empty()) r.kinds.push_back(summarise(kGroups[g], groups[g]));
-  r.overhead =
-      peak_live_bytes ? static_cast<double>(r.peak_rss) / static_cast<double>(peak_live_bytes) : 0;
-  r.ok = true;
-  std::ofstream(dir + "/summary.json") << summary_json(r);
-  return r;
+  return out;
+}
+
+ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
+                        const ReplayOptions& opt, uint64_t peak_live_bytes,
+                        const std::string& dir) {
+  return run_replays(plan, {alloc}, opt, peak_live_bytes, {dir}).front();
 }
 
 std::string summary_json(const ReplayResult& r) {

@@ -61,6 +61,15 @@ inline constexpr int kP50 = 4, kP99 = 9, kP999 = 10;
 // under `dir`. Never throws for a failing allocator: the result carries the error.
 ReplayResult run_replay(const std::string& plan, const AllocatorSpec& alloc,
                         const ReplayOptions& opt, uint64_t peak_live_bytes, const std::string& dir);
+// Replays `plan` against each of `allocs`, allocator i under dirs[i], as run_replay does. With
+// several runs each, the runs go in rounds (every allocator once a round, each round starting
+// with the next one), so a change in the machine's load while they run falls on every allocator
+// alike. Results in the order of `allocs`; a failing allocator's carries its error and runs no
+// more.
+std::vector<ReplayResult> run_replays(const std::string& plan,
+                                      const std::vector<AllocatorSpec>& allocs,
+                                      const ReplayOptions& opt, uint64_t peak_live_bytes,
+                                      const std::vector<std::string>& dirs);
 
 std::string summary_json(const ReplayResult& r);
 // The side-by-side table of several results, in markdown.
