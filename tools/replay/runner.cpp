@@ -199,9 +199,9 @@ struct Pool {
   std::vector<uint8_t> group;
 };
 
-// Adds the run (number `rep`) whose files the worker just wrote under p.dir; false, with
-// p.r.error set, when they are damaged.
-bool add_run(Pool& p, const ReplayOptions& opt, int rep) {
+// Adds the run (number `rep`) whose files the worker just wrote under p.dir; sets p.r.error when
+// they are damaged.
+void add_run(Pool& p, const ReplayOptions& opt, int rep) {
   ReplayResult& r = p.r;
   std::string w = read_file(p.dir + "/worker.json");
   const double wall = json_field(w, "wall_s");
@@ -218,7 +218,7 @@ bool add_run(Pool& p, const ReplayOptions& opt, int rep) {
   if (s.size() < 16 || std::memcmp(s.data(), kSamplesMagic, 8) != 0 ||
       (std::memcpy(&n, s.data() + 8, 8), s.size() != 16 + n * 13)) {
     r.error = "replay worker wrote a damaged samples.bin";
-    return false;
+    return;
   }
   r.ops = n;
   const auto* lat = reinterpret_cast<const uint32_t*>(s.data() + 16);
@@ -232,7 +232,6 @@ bool add_run(Pool& p, const ReplayOptions& opt, int rep) {
   std::memcpy(p.latency.data() + at, lat, n * 4);
   p.group.reserve(at + n);
   for (uint64_t i = 0; i < n; ++i) p.group.push_back(static_cast<uint8_t>(group_of(kind[i])));
-  return true;
 }
 
 // Turns p's pooled runs into its result (means over `reps` runs, per-kind summaries) and writes
