@@ -209,11 +209,11 @@ def render(doc, rendered_by=None):
     def best_peer(key):
         return min(sm[a][key] for a in peers)
 
-    def behind(w):
-        return cells[(ak, w)]["seconds"] / min(cells[(a, w)]["seconds"] for a in peers)
-
     def best_of(w):
         return min(peers, key=lambda a: cells[(a, w)]["seconds"])
+
+    def behind(w):
+        return cells[(ak, w)]["seconds"] / cells[(best_of(w), w)]["seconds"]
 
     def behind_paired(w):
         return paired_ratio(cells[(ak, w)], cells[(best_of(w), w)])

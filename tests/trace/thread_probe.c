@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,18 +22,10 @@ void* malloc(size_t n) {
     const char* name = dladdr(&g_anchor, &self) && self.dli_fname ? self.dli_fname : "?";
     const char* slash = strrchr(name, '/');
     if (slash) name = slash + 1;
-    char line[512];
     const char* where = gettid() == getpid() ? "main" : "thread";
-    size_t len = strlen(where);
-    memcpy(line, where, len);
-    line[len++] = ' ';
-    size_t name_len = strnlen(name, sizeof line - len - 1);
-    memcpy(line + len, name, name_len);
-    len += name_len;
-    line[len++] = '\n';
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      (void)!write(fd, line, len);
+      dprintf(fd, "%s %s\n", where, name);
       close(fd);
     }
   }
