@@ -16,11 +16,15 @@
 // fork loop: each block of its own slab was one more copy-on-write page per fork). Every such
 // free takes the slow path, so after kStarterBinFrees of them the class closes and its blocks are
 // dropped as they come back: a hot class moves to a slab of its own (glibc's bench-malloc-simple
-// ran 3.9x slower with starter blocks cycling through bins for good). After 256: a slow free
-// costs 40-80 instructions more, and at 2,048 a class's starter blocks cycled long enough to be
-// 38% of scp's replayed frees (13,600 of 35,700 left the fast path), which set its p99 call at
-// 90-100 ns against 60-70 at 256 (ssh 140-170 -> 110-120, grep and bdd-aa32 unchanged); the
-// 2,000-process shell script (bench/start) ran within 1% of 2,048 over 11 paired rounds.
+// ran 3.9x slower with starter blocks cycling through bins for good). After 32: a slow free
+// costs 40-80 instructions more, and every one counts in a short program's tail. At 2,048 a
+// class's starter blocks cycled long enough to be 38% of scp's replayed frees (13,600 of 35,700
+// left the fast path), its p99 call 90-100 ns against 60-70 at 256. At 256, cbit-parity's and
+// ngram-shake1's replays each sent 1,110 of about 47,500 frees through here, more than 2%, which
+// set their free p99 at 107 and 166 ns; at 32, 494 and 481 (most of them drops, each block
+// once), free p99 80 and 129 ns, and server's 124 -> 80 (the five-run compares of both
+// builds side by side; tcmalloc's 46-58 ns). The 2,000-process shell script (bench/start) ran
+// alike at 256 and 2,048 (11 paired rounds) and at 32 and 256 (5 rounds: 1.79 and 1.82 s).
 //
 // A dropped block is marked freed in the map and never handed out again; the waste is bounded by
 // the slab (48 KiB per process). A class with kStarterClassFrees blocks dropped closes too. A
@@ -40,7 +44,7 @@ namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 8192;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
-inline constexpr std::uint32_t kStarterBinFrees = 256;
+inline constexpr std::uint32_t kStarterBinFrees = 32;
 inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
 // The blocks the starter slab hands out, from its base: as many as its map can cover beside the
 // first heap on the hot page.
