@@ -303,13 +303,19 @@ inline std::uintptr_t small_slab_base(const Slab* s) noexcept {
 }
 
 // Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
-// (nothing else is tried). Three dependent loads, one branch, a store and a decrement.
+// (nothing else is tried). Three dependent loads, one branch, a store and a decrement. The next
+// block's line is fetched ahead, for writing: it is often cold or last written on another core (a
+// block another thread freed or sent home), and the next malloc would wait for it there
+// (producer/consumer xmalloc: 0.90-0.92x the time; glibc_simple 0.92x, sh8bench 0.95x, sh6bench
+// 0.96x; larson, rptest and the rest within 2%; paired runs, 3 to 7 rounds).
 inline void* pool_pop(unsigned cls) noexcept {
   Bin& bin = tl_heap->bins[cls];
   PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return nullptr;
-  bin.free = link_of(b);
+  PoolBlock* const next = link_of(b);
+  __builtin_prefetch(next, 1);
+  bin.free = next;
   --bin.count;
   return b;
 }
@@ -324,6 +330,7 @@ inline void* pool_pop_unchecked(unsigned cls, PoolBlock** head) noexcept {
   if (b == nullptr) [[unlikely]]
     return nullptr;
   *head = decoded_link(b);
+  __builtin_prefetch(*head, 1);  // as pool_pop; a corrupt link is only a lost prefetch
   bin.free = *head;
   --bin.count;
   return b;
