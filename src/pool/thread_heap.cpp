@@ -630,15 +630,17 @@ Slab* slab_of_class(const void* b, unsigned cls) {
   return cls < kClassCount ? slab_of(b) : medium_slab_of(b);
 }
 
-// Sends the chain of blocks of class `cls` starting at `b` home: each block of one of h's
-// slabs goes back onto that slab's list (settling it), each block of another heap's slab into the
-// batch for that heap; a block of the starter slab is dropped. Every block of a tagged class was
-// marked by trim_bin's walk and is unmarked here.
-void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
+// Sends the first `n` blocks (at least one) of the chain of class `cls` starting at `b` home:
+// each block of one of h's slabs goes back onto that slab's list (settling it), each block of
+// another heap's slab into the batch for that heap; a block of the starter slab is dropped. Every
+// block of a tagged class was marked by trim_bin's walk and is unmarked here. Returns the block
+// after the n-th (null at the chain's end).
+PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n) {
   const bool tagged = class_has_tag(cls);
-  while (b != nullptr) {
+  while (n != 0) {
     Slab* s = slab_of_class(b, cls);
     if (tagged) tag_unmark_walked(b);
+    --n;
     if (s->starter || slab_owner(s) != h) {
       PoolBlock* next = link_of(b);
       if (s->starter)
@@ -651,19 +653,21 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
     // A run of blocks of one slab (blocks freed in allocation order come in runs) goes home as
     // one splice and one count.
     PoolBlock* last = b;
-    std::uint32_t n = 1;
+    std::uint32_t run = 1;
     PoolBlock* next = link_of(last);
-    while (next != nullptr && slab_of_class(next, cls) == s) {
+    while (n != 0 && slab_of_class(next, cls) == s) {
       if (tagged) tag_unmark_walked(next);
       last = next;
       next = link_of(last);
-      ++n;
+      ++run;
+      --n;
     }
     set_link(last, s->free);
     s->free = b;
-    after_frees(h, s, n);
+    after_frees(h, s, run);
     b = next;
   }
+  return b;
 }
 
 // The bin of class `cls` keeps `keep` blocks and sends the rest home: its most recent ones, the
@@ -672,20 +676,27 @@ void release_chain(Heap* h, PoolBlock* b, unsigned cls) {
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call) {
   Bin& bin = h->bins[cls];
   if (bin.count <= keep) return;
+  const std::uint32_t sent = bin.count - keep;
+  bin.count = keep;
+  // A class without a tag (8 bytes) has nothing to check: one walk sends the blocks home and
+  // finds the new head. With a first walk only to cut the chain, 200,000 8-byte blocks freed in
+  // allocation order took 6.6-9.0 ns a free, against 5.5-7.7; sh6bench, whose 8-byte class sends
+  // the most blocks home, ran 0.95x the time (paired, 5 rounds).
+  if (!class_has_tag(cls)) {
+    bin.free = release_chain(h, bin.free, cls, sent);
+    return;
+  }
   // The walk checks each block's tag and marks it, so a block met twice (freed twice) is caught
   // before it reaches a slab's list twice; release_chain unmarks them.
-  PoolBlock* const sent = bin.free;
-  PoolBlock* last = sent;
-  const bool tagged = class_has_tag(cls);
-  if (tagged) tag_mark_walked(last, call);
-  for (std::uint32_t i = 1; i < bin.count - keep; ++i) {
+  PoolBlock* const first = bin.free;
+  PoolBlock* last = first;
+  tag_mark_walked(last, call);
+  for (std::uint32_t i = 1; i < sent; ++i) {
     last = link_of(last);
-    if (tagged) tag_mark_walked(last, call);
+    tag_mark_walked(last, call);
   }
   bin.free = link_of(last);
-  set_link(last, nullptr);
-  bin.count = keep;
-  release_chain(h, sent, cls);
+  release_chain(h, first, cls, sent);
 }
 
 // Sends every block in h's bins home (for `call`, named in a report).

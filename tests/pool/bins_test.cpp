@@ -8,6 +8,7 @@
 #include <atomic>
 #include <initializer_list>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -216,6 +217,40 @@ TEST(Bins, ManyThreadsShareOneBudgetForGrownBins) {
 }
 
 // A thread's exit sends its bins home: the slabs of a thread that freed everything go back.
+// The 8-byte class has no freed tag, so its bin sends blocks home in a single walk that counts
+// them: after runs of frees in allocation order and in random order, across many slabs, the bin's
+// list holds exactly its count of distinct freed blocks, and every block comes back once.
+TEST(Bins, TheUntaggedClassSendsExactlyItsMostRecentBlocksHome) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    constexpr std::size_t kTiny = 8, kCount = 30000;
+    const unsigned cls = ak::detail::class_for(kTiny, 8);
+    ASSERT_FALSE(ak::detail::class_has_tag(cls));
+    std::vector<void*> v;
+    for (std::size_t i = 0; i < kCount; ++i) v.push_back(ak::pool_allocate(kTiny, 8));
+    // The first half freed in allocation order (runs of one slab), the rest shuffled.
+    std::shuffle(v.begin() + kCount / 2, v.end(), std::mt19937(11));
+    const std::set<void*> freed(v.begin(), v.end());
+    ASSERT_EQ(freed.size(), kCount);
+    for (void* p : v) ak::pool_deallocate(p, kTiny, 8);
+    const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
+    ASSERT_LE(bin.count, bin.limit);
+    std::set<void*> in_bin;
+    std::size_t listed = 0;
+    for (ak::detail::PoolBlock* b = bin.free; b != nullptr && listed <= bin.count;
+         b = ak::detail::link_of(b), ++listed) {
+      EXPECT_TRUE(freed.count(b));
+      in_bin.insert(b);
+    }
+    EXPECT_EQ(listed, bin.count);
+    EXPECT_EQ(in_bin.size(), listed);
+    std::set<void*> again;
+    for (std::size_t i = 0; i < kCount; ++i) again.insert(ak::pool_allocate(kTiny, 8));
+    EXPECT_EQ(again.size(), kCount);  // no block handed out twice
+    for (void* p : again) ak::pool_deallocate(p, kTiny, 8);
+  });
+}
+
 TEST(Bins, ThreadExitEmptiesTheBins) {
   ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
   ak::pool_trim();
