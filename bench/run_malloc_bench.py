@@ -28,9 +28,11 @@ def run_once(binary, workload, preload, extra_env=None):
     env = dict(os.environ, **(extra_env or {}))
     if preload:
         env["LD_PRELOAD"] = preload
-    out = subprocess.run([binary, workload], env=env, check=True, capture_output=True,
-                         text=True).stdout
-    return json.loads(out)
+    done = subprocess.run([binary, workload], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{workload} under {preload or 'glibc'} failed ({done.returncode}):\n"
+                 f"{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
 
 
 def middle(xs, key=None):
