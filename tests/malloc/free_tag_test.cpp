@@ -117,6 +117,28 @@ TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
       kDoubleFree);
 }
 
+// A live block whose second word matches its tag's low half only (as a block handed out at an
+// address whose low half is the key's does, its tag cleared to 0) is not taken for a freed one:
+// checks of a block that may be live compare the whole word.
+TEST(FreeTag, ALiveBlockMatchingOnlyTheTagsLowHalfIsNotFreed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (std::size_t size : {std::size_t(48), kMedium, std::size_t(200000)})
+    EXPECT_EXIT(
+        {
+          std::vector<void*> b = slab_blocks(size, 3000 * 48 / size + 2);
+          for (void* p : b) {
+            auto* w = static_cast<std::uintptr_t*>(p);
+            w[1] = std::uint32_t(ak::detail::pool_free_tag(p));  // the high half differs
+          }
+          if (ak_malloc_usable_size(b[0]) < size) std::_Exit(3);
+          b[1] = ak_realloc(b[1], size + 16);
+          for (void* p : b) ak_free(p);  // a full bin sends some through the slow free
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << size;
+}
+
 TEST(FreeTagDeathTest, WriteAfterFreeOverTheTagIsCaughtAtTheNextMalloc) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
   void* p = slab_blocks(48, 1)[0];
