@@ -18,6 +18,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 # Workloads with long runs of frees, cross-thread frees and bins swinging between empty and
 # full: where the allocator's lists and counts change most often.
 CHURN = ["sh6bench", "sh8bench", "larson", "xmalloc", "mstress", "rptest", "glibc_thread",
@@ -59,7 +62,7 @@ def main():
     ap.add_argument("--keep", default=".", help="where a failed run's directory is kept")
     args = ap.parse_args()
     binary = os.path.abspath(os.path.join(args.build, "bench", "malloc_workloads"))
-    library = os.path.abspath(args.library or os.path.join(args.build, "liballockit.so"))
+    library = os.path.abspath(args.library or benchlib.malloc_allocators(args.build)["allockit"])
     for path in (binary, library):
         if not os.path.exists(path):
             sys.exit(f"soak: {path} not found (build first)")
