@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "os/os.hpp"
 
@@ -13,6 +14,7 @@ namespace ak::detail {
 
 // Zero-initialised: only the pages of the slots in use are ever touched.
 AK_LARGE_ZEROED std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
+AK_EARLY_DATA std::atomic<std::size_t> g_slab_bytes_unreported{0};
 
 namespace {
 
@@ -64,7 +66,7 @@ char*& region_at(std::size_t i) {
   return i < kEarlyRegions ? g_early_regions[i] : g_regions[i - kEarlyRegions];
 }
 std::uint64_t g_purge_delay = kDefaultPurgeDelayNs;
-AK_EARLY_DATA void (*g_on_cache)(std::size_t) = nullptr;  // set once at load
+AK_EARLY_DATA CacheHook g_on_cache = nullptr;  // set once at load
 constinit Supply g_small{kSlabSize, kSmallRegions};
 constinit Supply g_medium{kMediumSlabSize, kMediumRegions};
 
@@ -242,11 +244,16 @@ void slab_release(Slab* header) noexcept {
     s.cache[s.cache_len++] = addr(slab) | std::uintptr_t(header->size_class) << kClassShift;
     purge_expired();
   }
-  if (g_on_cache) g_on_cache(s.slab_size);
+  if (g_on_cache) g_slab_bytes_unreported.fetch_add(s.slab_size, std::memory_order_relaxed);
 }
 
-void slab_source_on_cache(void (*hook)(std::size_t bytes)) noexcept {
-  g_on_cache = hook;
+CacheHook slab_source_on_cache(CacheHook hook) noexcept {
+  return std::exchange(g_on_cache, hook);
+}
+
+void slab_source_report_cached_slow() noexcept {
+  const std::size_t bytes = g_slab_bytes_unreported.exchange(0, std::memory_order_relaxed);
+  if (bytes != 0 && g_on_cache) g_on_cache(bytes);
 }
 
 std::size_t slab_source_purge_expired() noexcept {

@@ -26,12 +26,27 @@ inline constexpr std::uint64_t kDefaultPurgeDelayNs = 1'000'000'000;  // 1 s, as
 // that last held that class when one of the recently cached is (slab_source.cpp).
 void* slab_acquire(bool medium, bool* zeroed, unsigned cls = kNoBin) noexcept;
 // Effects: takes back the empty slab whose header is `header` (small_slab_base finds a small one's
-// base; a medium one's header is at its base) for reuse; then, outside the lock, calls the hook set
-// by slab_source_on_cache (if any).
+// base; a medium one's header is at its base) for reuse. The hook set by slab_source_on_cache
+// hears of it at the next slab_source_report_cached.
 void slab_release(Slab* header) noexcept;
-// Effects: `hook` runs after every slab cached for reuse, with the slab's size (liballockit
-// starts its purger there). Set once, before any thread exists.
-void slab_source_on_cache(void (*hook)(std::size_t bytes)) noexcept;
+// Effects: `hook` hears of the slabs cached for reuse, with their bytes (liballockit starts its
+// purger there). Set once, before any thread exists. Returns: the hook it replaces.
+using CacheHook = void (*)(std::size_t bytes);
+CacheHook slab_source_on_cache(CacheHook hook) noexcept;
+
+// Bytes of slabs cached since the hook last heard (slab_source_report_cached).
+extern std::atomic<std::size_t> g_slab_bytes_unreported;
+void slab_source_report_cached_slow() noexcept;
+// Effects: calls the hook with the bytes of the slabs cached since it last ran, if any. The heaps
+// call it at the end of their slow paths, never while a bin or a slab is half updated: the hook
+// may allocate (the purger's pthread_create callocs the new thread's TLS vector), and called from
+// inside a trim it was handed the head of the bin being trimmed, whose count was cut before its
+// chain: the block went both to the program and home to its slab, a block handed out twice.
+// Cost: one load when nothing was cached.
+inline void slab_source_report_cached() noexcept {
+  if (g_slab_bytes_unreported.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    slab_source_report_cached_slow();
+}
 inline constexpr std::size_t kRegionSlots = std::size_t(1) << (47 - kRegionShift);
 // The region map: one byte per 16 MiB region of the 47-bit address space, 0 or its kind + 1
 // (kSmallRegions, kMediumRegions): 8 MiB of zero-fill address space, of which a process touches

@@ -839,14 +839,17 @@ void* pool_alloc_slow(unsigned cls, bool* untouched) noexcept {
       !g_checked_slabs)
     if (void* p = starter_alloc(cls)) return p;
   if (!h->is_real && (h = acquire_heap()) == nullptr) return nullptr;
-  return refill(h, cls, untouched);
+  void* p = refill(h, cls, untouched);
+  slab_source_report_cached();  // the heap is whole again (slab_source.hpp)
+  return p;
 }
 
 std::uint32_t pool_start_limit(unsigned cls) noexcept {
   return start_limit(cls);
 }
 
-void pool_free_other(Slab* s, void* p) noexcept {
+namespace {
+void free_other(Slab* s, void* p) {
   Heap* h = tl_heap;
   if (s->starter) {
     // Into this thread's bin if it has room and the class is not churning (starter_slab.hpp),
@@ -879,6 +882,12 @@ void pool_free_other(Slab* s, void* p) noexcept {
   if (!after_overflow(h, cls)) trim_bin(h, cls, bin.limit / 2, "free()");
   bin_push(bin, p);
 }
+}  // namespace
+
+void pool_free_other(Slab* s, void* p) noexcept {
+  free_other(s, p);
+  slab_source_report_cached();  // the heap is whole again (slab_source.hpp)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Medium requests served from a larger class's free block
@@ -909,8 +918,11 @@ void pool_settle_remote() noexcept {
   retire_kept_empty(tl_heap);
   // Holding the hand-out lock makes this thread the abandoned heaps' only user: none can be
   // adopted meanwhile. Lock order: heaps, then the slab source (retire_slab).
-  os::LockGuard guard(g_heaps_lock);
-  for (Heap* h = g_abandoned; h; h = h->next_abandoned) collect_remote(h);
+  {
+    os::LockGuard guard(g_heaps_lock);
+    for (Heap* h = g_abandoned; h; h = h->next_abandoned) collect_remote(h);
+  }
+  slab_source_report_cached();  // the heaps are whole again and their lock free (slab_source.hpp)
 }
 
 void heaps_lock() noexcept {

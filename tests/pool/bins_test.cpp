@@ -14,6 +14,7 @@
 
 #include "allockit/pool.hpp"
 #include "pool/pool.hpp"
+#include "pool/slab_source.hpp"
 #include "pool/starter_slab.hpp"
 
 namespace {
@@ -248,6 +249,49 @@ TEST(Bins, TheUntaggedClassSendsExactlyItsMostRecentBlocksHome) {
     for (std::size_t i = 0; i < kCount; ++i) again.insert(ak::pool_allocate(kTiny, 8));
     EXPECT_EQ(again.size(), kCount);  // no block handed out twice
     for (void* p : again) ak::pool_deallocate(p, kTiny, 8);
+  });
+}
+
+// The slab source's hook (liballockit starts its purger there, and pthread_create callocs the new
+// thread's TLS vector) may allocate from the class whose bin sent the slab's blocks home. It runs
+// once the heap is whole again. Run from inside the trim, it was handed the head of the bin being
+// trimmed, whose count was cut before its chain: the block went home too and was handed out twice,
+// and the emptied bin's count wrapped below zero (a real sh6bench run died of it).
+std::vector<void*> g_hook_blocks;
+void allocate_in_hook(std::size_t) {
+  g_hook_blocks.push_back(ak::pool_allocate(kSize, 8));
+}
+
+TEST(Bins, TheCachedSlabHookMayAllocateFromTheClassBeingTrimmed) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    const unsigned cls = ak::detail::class_for(kSize, 8);
+    std::vector<void*> v;
+    for (int i = 0; i < 3000; ++i) v.push_back(ak::pool_allocate(kSize, 8));  // ten slabs
+    g_hook_blocks.clear();
+    const ak::detail::CacheHook before = ak::detail::slab_source_on_cache(allocate_in_hook);
+    // Slabs empty as full bins send blocks home, and as the trim empties the bins.
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+    ak::pool_trim();
+    ak::detail::slab_source_on_cache(before);
+    ASSERT_FALSE(g_hook_blocks.empty());
+    const std::set<void*> held(g_hook_blocks.begin(), g_hook_blocks.end());
+    EXPECT_EQ(held.size(), g_hook_blocks.size());
+    const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
+    std::uint32_t listed = 0;
+    for (ak::detail::PoolBlock* b = bin.free; b != nullptr && listed <= bin.count;
+         b = ak::detail::link_of(b), ++listed)
+      EXPECT_FALSE(held.count(b));
+    EXPECT_EQ(listed, bin.count);
+    std::set<void*> again;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      void* p = ak::pool_allocate(kSize, 8);
+      EXPECT_FALSE(held.count(p)) << "a block the hook holds handed out again";
+      again.insert(p);
+    }
+    EXPECT_EQ(again.size(), v.size());
+    for (void* p : again) ak::pool_deallocate(p, kSize, 8);
+    for (void* p : g_hook_blocks) ak::pool_deallocate(p, kSize, 8);
   });
 }
 
