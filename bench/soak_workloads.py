@@ -79,6 +79,7 @@ def main():
             if failure is not None:
                 kept = os.path.join(os.path.abspath(args.keep), os.path.basename(where))
                 shutil.move(where, kept)
+                failure = failure.replace(where, kept)  # the core's path, where it is kept
                 print(f"soak: run {runs + 1} (round {rnd}) failed; its directory: {kept}\n"
                       f"{failure}", file=sys.stderr)
                 return 1

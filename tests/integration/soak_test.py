@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The soak runner (bench/soak_workloads.py) as `make soak` uses it: runs that pass are counted
 and their directories removed; a run that crashes stops it with exit status 1, naming the
-workload and the signal, and its directory is kept.
+workload and the signal, and its directory is kept with the core named in it.
 
   soak_test.py SOAK_SCRIPT BUILD_DIR ALLOCKIT_PRELOAD CRASHING_PRELOAD
 """
@@ -35,6 +35,12 @@ def main():
                 failures.append(f"the report lacks {want!r}:\n{bad.stderr}")
         if len(glob.glob(os.path.join(keep, "soak-xmalloc-*"))) != 1:
             failures.append("the crashed run's directory was not kept")
+        # The core is named where it is kept (or as not written, when core_pattern sends cores
+        # elsewhere).
+        core = [ln for ln in bad.stderr.splitlines() if ln.startswith("core: ")]
+        if not core or not (core[0].startswith("core: none written") or
+                            core[0].startswith("core: " + os.path.join(keep, "soak-xmalloc-"))):
+            failures.append(f"the core is not named in the kept directory: {core}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
