@@ -52,7 +52,7 @@ inline void* clear_tag(void* p, unsigned cls) {
 // Block `p` of small class `cls`, just popped from a bin, untagged after checking its tag: a
 // block handed out already (freed twice, so in the bin twice) or written after free has none.
 inline void* take_popped(void* p, unsigned cls) {
-  if (class_has_tag(cls) && static_cast<std::uintptr_t*>(p)[1] != pool_free_tag(p)) [[unlikely]]
+  if (class_has_tag(cls) && !pool_carries_tag(p)) [[unlikely]]
     pool_lost_tag("malloc()", p);
   return clear_tag(p, cls);
 }
@@ -68,7 +68,7 @@ inline bool carved_pooled(const void* p) {
 // block (pool_try_free).
 inline bool tag_freed(const Slab* s, void* p) {
   if (s->block_size < 16) return true;  // no room for a tag
-  if (static_cast<std::uintptr_t*>(p)[1] == pool_free_tag(p)) return false;
+  if (pool_carries_tag(p)) return false;
   pool_tag_freed(p);
   return true;
 }
@@ -88,8 +88,13 @@ inline std::uintptr_t sealed_tag(const void* p) {
 
 // Whether block `p` (16 bytes or more) carries a freed-block tag, sealed or not. Slow paths only.
 inline bool carries_freed_tag(const void* p) {
-  const std::uintptr_t w = static_cast<const std::uintptr_t*>(p)[1];
-  return w == pool_free_tag(p) || w == sealed_tag(p);
+  return tag_bits(static_cast<const PoolBlock*>(p)) == 0;
+}
+
+// Whether free block `p`, which carries a freed-block tag, was sealed (any walk's epoch).
+inline bool is_sealed(const void* p) {
+  return (std::uint32_t(static_cast<const std::uintptr_t*>(p)[1] ^ pool_free_tag(p)) &
+          kSealedTagBit) != 0;
 }
 
 // Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
@@ -152,8 +157,8 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
   if (p == nullptr || *zeroed) return p;
   if (!carries_freed_tag(p)) pool_lost_tag("malloc()", p);
   auto* w = static_cast<std::uintptr_t*>(p);
-  if (w[1] == sealed_tag(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
-                                                   class_size(cls) - kMediumDataOffset, true)) {
+  if (is_sealed(p) && !os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
+                                          class_size(cls) - kMediumDataOffset, true)) {
     pool_free_in(medium_slab_of(p), p);  // stays sealed; no mapping left to split (ENOMEM)
     return nullptr;
   }

@@ -1,9 +1,15 @@
 #include "pool/free_tags.hpp"
 
+#include <atomic>
+
 #include "core/core.hpp"
 #include "pool/slab_source.hpp"
 
 namespace ak::detail {
+
+namespace {
+std::atomic<std::uint64_t> g_walk_rechecks{0};
+}  // namespace
 
 void pool_lost_tag(const char* call, const void* p) noexcept {
   bad_pointer(call, "heap corruption (a free block freed twice or written after free)", p);
@@ -16,10 +22,18 @@ void* pool_pop_checked(unsigned cls) noexcept {
   return p;
 }
 
-void tag_walk_failed(const PoolBlock* b, std::uintptr_t bits, const char* call) noexcept {
-  if (bits == kWalkedTagBit)
-    bad_pointer(call, "double free detected (a block twice among the free blocks)", b);
-  pool_lost_tag(call, b);
+void note_walk_recheck() noexcept {
+  g_walk_rechecks.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool on_list(const PoolBlock* head, std::uint32_t max, const PoolBlock* b) noexcept {
+  for (std::uint32_t i = 0; head != nullptr && i < max; ++i, head = link_of(head))
+    if (head == b) return true;
+  return false;
+}
+
+void walk_met_twice(const PoolBlock* b, const char* call) noexcept {
+  bad_pointer(call, "double free detected (a block twice among the free blocks)", b);
 }
 
 void pool_audit_bins() noexcept {
@@ -28,18 +42,23 @@ void pool_audit_bins() noexcept {
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) {
     const Bin& bin = h->bins[cls];
     if (!class_has_tag(cls) || bin.count == 0) continue;
+    const std::uint32_t epoch = next_walk_epoch(*h);
     // A link is followed only to a block a slab handed out: a link a write after free changed
     // is reported, not followed.
     PoolBlock* b = bin.free;
-    std::uint32_t n = 0;
-    for (; b != nullptr && n < bin.count; ++n, b = link_of(b)) {
+    for (std::uint32_t n = 0; b != nullptr && n < bin.count; ++n, b = link_of(b)) {
       if (!pool_is_handed_out_block(b))
         bad_pointer("exit", "heap corruption (a free block's link was overwritten)", b);
-      tag_mark_walked(b, "exit");
+      if (!tag_visit(b, epoch, "exit")) {
+        note_walk_recheck();
+        if (on_list(bin.free, n, b)) walk_met_twice(b, "exit");
+      }
     }
-    b = bin.free;
-    for (std::uint32_t i = 0; i < n; ++i, b = link_of(b)) tag_unmark_walked(b);
   }
+}
+
+std::uint64_t pool_walk_rechecks() noexcept {
+  return g_walk_rechecks.load(std::memory_order_relaxed);
 }
 
 }  // namespace ak::detail

@@ -2,14 +2,23 @@
 // leave a bin: popped on the allocation slow path, walked when a bin sends blocks home, audited at
 // exit. A block freed twice sits in a bin twice: its second pop finds no tag (the first cleared
 // it), and a walk meets it twice. Each failure is reported and aborts.
+//
+// A walk marks each block it visits with the walk's epoch, a 32-bit number in the high half of the
+// block's second word (the low half keeps the tag: checks compare the low halves). A block met
+// with the running walk's epoch was met before in this walk, or marked by a walk whose epoch
+// happens to be the same (2^32 walks of this heap ago, or another heap's); a look where the walk
+// sent it tells which. The marks stay: the walk needs no second pass to clear them.
 #pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
 
 #include "allockit/detail/shared_pool.hpp"
 
 namespace ak::detail {
 
 inline constexpr std::uintptr_t kSealedTagBit = 1;  // liballockit's sealed medium blocks
-inline constexpr std::uintptr_t kWalkedTagBit = 4;  // a block a bin's walk is visiting
 
 // Reports free block `p`, found without its tag by `call`, and aborts: it was handed out already
 // (freed twice) or written after free.
@@ -18,33 +27,57 @@ inline constexpr std::uintptr_t kWalkedTagBit = 4;  // a block a bin's walk is v
 // Pops a block of class `cls` from this thread's bin (null when empty) after checking its tag.
 void* pool_pop_checked(unsigned cls) noexcept;
 
-// What `b`'s second word says beside its tag: 0 or kSealedTagBit for a tagged block,
-// | kWalkedTagBit while a walk visits it; anything else is no tag at all.
-inline std::uintptr_t tag_bits(const PoolBlock* b) noexcept {
-  return (reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) & ~kSealedTagBit;
+// What the low half of `b`'s second word says beside its tag: 0 or kSealedTagBit for a tagged
+// block; anything else is no tag at all.
+inline std::uint32_t tag_bits(const PoolBlock* b) noexcept {
+  return std::uint32_t(reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) &
+         ~std::uint32_t(kSealedTagBit);
 }
 
-// Reports free block `b`, whose second word `bits` (beside its tag) a bin's walk in `call` found
-// marked already (met twice: a double free) or without a tag, and aborts.
-[[noreturn]] void tag_walk_failed(const PoolBlock* b, std::uintptr_t bits,
-                                  const char* call) noexcept;
+// The epoch for h's next walk: never 0, the epoch of a block freed since its last walk.
+inline std::uint32_t next_walk_epoch(Heap& h) noexcept {
+  if (++h.walk_epoch == 0) h.walk_epoch = 1;
+  return h.walk_epoch;
+}
 
-// Marks free block `b` (of a tagged class) as visited by a bin's walk in `call`, after checking
-// its tag; reports a block met twice (a double free) or without a tag. Inline: a bin sending
-// blocks home visits each, and the call cost a fifth of the walk.
-inline void tag_mark_walked(PoolBlock* b, const char* call) noexcept {
-  if (const std::uintptr_t bits = tag_bits(b); bits != 0) [[unlikely]]
-    tag_walk_failed(b, bits, call);
-  reinterpret_cast<std::uintptr_t*>(b)[1] ^= kWalkedTagBit;
+// Visits free block `b` of a tagged class for a walk in `call` with epoch `epoch`: checks its tag
+// (a block without one is reported), then marks it. Returns false, marking nothing, when it
+// carries `epoch` already; the caller finds out whether it was met before in this walk. Inline: a
+// bin sending blocks home visits each.
+inline bool tag_visit(PoolBlock* b, std::uint32_t epoch, const char* call) noexcept {
+  const std::uintptr_t marked = pool_free_tag(b) ^ (std::uintptr_t(epoch) << 32);
+  std::uintptr_t w;
+  std::memcpy(&w, reinterpret_cast<char*>(b) + 8, sizeof w);
+  const std::uintptr_t d = w ^ marked;
+  if ((std::uint32_t(d) & ~std::uint32_t(kSealedTagBit)) != 0) [[unlikely]]
+    pool_lost_tag(call, b);
+  if ((d >> 32) == 0) [[unlikely]]
+    return false;
+  // The high half alone (bytes 12..15 of a little-endian word): the tag's low half and the seal
+  // bit stay as they are.
+  static_assert(std::endian::native == std::endian::little);
+  const auto high = std::uint32_t(marked >> 32);
+  std::memcpy(reinterpret_cast<char*>(b) + 12, &high, sizeof high);
+  return true;
 }
-// Undoes tag_mark_walked.
-inline void tag_unmark_walked(PoolBlock* b) noexcept {
-  reinterpret_cast<std::uintptr_t*>(b)[1] ^= kWalkedTagBit;
-}
+
+// Counts a walk's look at a block that carried the walk's own epoch (pool_walk_rechecks).
+void note_walk_recheck() noexcept;
+
+// Returns: whether `b` is among the first `max` blocks of the list starting at `head` (a slow
+// path's look, for a walk that met `b` with its own epoch).
+bool on_list(const PoolBlock* head, std::uint32_t max, const PoolBlock* b) noexcept;
+
+// Reports free block `b`, met twice among the free blocks by a walk in `call` (a double free), and
+// aborts.
+[[noreturn]] void walk_met_twice(const PoolBlock* b, const char* call) noexcept;
 
 // Walks every bin of this thread's heap, checking each block's tag, that no block is in it twice
-// and that each link leads to a block; reports the first failure. The blocks stay as they were.
-// Cost: one visit per block in the bins (at most a few MiB of them).
+// and that each link leads to a block; reports the first failure. Cost: one visit per block in
+// the bins (at most a few MiB of them).
 void pool_audit_bins() noexcept;
+
+// Walks that met a block carrying their own epoch, over the process (tests).
+std::uint64_t pool_walk_rechecks() noexcept;
 
 }  // namespace ak::detail

@@ -461,8 +461,13 @@ void flush_outgoing(Heap* h) {
 // for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
 // Bounded: at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next
 // allocates slowly, frees to another slab with the same entry, trims, or exits.
+// The entry of h's outgoing batches that frees into slab `s` go to.
+RemoteBatch& batch_entry(Heap* h, const Slab* s) {
+  return h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
+}
+
 void batch_remote(Heap* h, Slab* s, void* p) {
-  RemoteBatch& e = h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
+  RemoteBatch& e = batch_entry(h, s);
   if (e.slab != s) {
     if (e.slab) flush_batch(h, e);
     e.slab = s;
@@ -630,16 +635,41 @@ Slab* slab_of_class(const void* b, unsigned cls) {
   return cls < kClassCount ? slab_of(b) : medium_slab_of(b);
 }
 
-// Sends the first `n` blocks (at least one) of the chain of class `cls` starting at `b` home:
-// each block of one of h's slabs goes back onto that slab's list (settling it), each block of
-// another heap's slab into the batch for that heap; a block of the starter slab is dropped. Every
-// block of a tagged class was marked by trim_bin's walk and is unmarked here. Returns the block
+// Block `b` of slab `s`, sent home by h's walk in `call`, carries the walk's epoch
+// (free_tags.hpp): it was met before in this walk, a double free, or marked by a walk with the
+// same epoch long ago or in another heap. Reports the double free after finding the block where
+// the walk may have sent it: the starter slab's dropped blocks, the slab's own list or the run of
+// `run_length` blocks from `run` not yet on it, or the batch for the slab's owner (once handed
+// over, the repeat is caught at its second pop instead). Slow path: walks whole lists.
+[[gnu::cold, gnu::noinline]] void recheck_walked(Heap* h, Slab* s, const PoolBlock* run,
+                                                 std::uint32_t run_length, PoolBlock* b,
+                                                 const char* call) {
+  note_walk_recheck();
+  if (s->starter) {
+    (void)starter_block_class(s, b);  // reports a block dropped already
+    return;
+  }
+  if (slab_owner(s) == h) {
+    if (on_list(run, run_length, b) || on_list(s->free, s->capacity, b)) walk_met_twice(b, call);
+    return;
+  }
+  const RemoteBatch& e = batch_entry(h, s);
+  if (e.slab == s && on_list(e.head, e.count, b)) walk_met_twice(b, call);
+}
+
+// Sends the first `n` blocks (at least one) of the bin chain of class `cls` starting at `b` home,
+// for `call`: each block of one of h's slabs goes back onto that slab's list (settling it), each
+// block of another heap's slab into the batch for that heap; a block of the starter slab is
+// dropped. A block of a tagged class is checked and marked with a new epoch of h's on the way, so
+// a block met twice (freed twice) is caught before it reaches a list twice. Returns the block
 // after the n-th (null at the chain's end).
-PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n) {
+PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n, const char* call) {
   const bool tagged = class_has_tag(cls);
+  const std::uint32_t epoch = tagged ? next_walk_epoch(*h) : 0;
   while (n != 0) {
     Slab* s = slab_of_class(b, cls);
-    if (tagged) tag_unmark_walked(b);
+    if (tagged && !tag_visit(b, epoch, call)) [[unlikely]]
+      recheck_walked(h, s, nullptr, 0, b, call);
     --n;
     if (s->starter || slab_owner(s) != h) {
       PoolBlock* next = link_of(b);
@@ -656,7 +686,8 @@ PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n) {
     std::uint32_t run = 1;
     PoolBlock* next = link_of(last);
     while (n != 0 && slab_of_class(next, cls) == s) {
-      if (tagged) tag_unmark_walked(next);
+      if (tagged && !tag_visit(next, epoch, call)) [[unlikely]]
+        recheck_walked(h, s, b, run, next, call);
       last = next;
       next = link_of(last);
       ++run;
@@ -672,22 +703,15 @@ PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n) {
 
 // The bin of class `cls` keeps `keep` blocks and sends the rest home: its most recent ones, the
 // blocks the walk finds in cache (the older ones stay, cold, and are handed out in turn). `call`
-// names what trims, for a report.
+// names what trims, for a report. One walk over the blocks sent (release_chain checks and marks
+// them on the way): with a first walk to check and mark them and a second to send them home and
+// unmark them, 200,000 24-byte blocks freed in allocation order took 1.3x the time a free.
 void trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call) {
   Bin& bin = h->bins[cls];
   if (bin.count <= keep) return;
   const std::uint32_t sent = bin.count - keep;
   bin.count = keep;
-  // A tagged block is checked and marked first, so a block met twice (freed twice) is caught
-  // before it reaches a slab's list twice; release_chain unmarks them. The 8-byte class has no
-  // tag and nothing to check: its blocks go home in the one walk. (With a first walk only to cut
-  // the chain, 200,000 8-byte blocks freed in allocation order took 6.6-9.0 ns a free, against
-  // 5.5-7.7; sh6bench, whose 8-byte class sends the most blocks home, 0.95x the time, paired.)
-  if (class_has_tag(cls)) {
-    PoolBlock* b = bin.free;
-    for (std::uint32_t i = 0; i < sent; ++i, b = link_of(b)) tag_mark_walked(b, call);
-  }
-  bin.free = release_chain(h, bin.free, cls, sent);
+  bin.free = release_chain(h, bin.free, cls, sent, call);
 }
 
 // Sends every block in h's bins home (for `call`, named in a report).
@@ -711,6 +735,9 @@ Heap* new_heap() {
   Heap* h = ::new (g_heap_chunk) Heap();
   g_heap_chunk += align_up(sizeof(Heap), 64);
   g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
+  // Heaps' walk epochs start far apart, so a block one heap marked meets another's walk with
+  // that walk's own epoch only after billions of walks (each such meeting costs a recheck).
+  h->walk_epoch = std::uint32_t(g_heap_count) * 0x9E37'79B9u;
   return h;
 }
 

@@ -6,6 +6,8 @@
 // checked slabs at the call, so the same cases die there too, earlier.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
@@ -13,6 +15,7 @@
 
 #include "allockit/allockit.h"
 #include "allockit/pool.hpp"
+#include "pool/free_tags.hpp"
 #include "pool/pool.hpp"
 
 namespace {
@@ -101,6 +104,76 @@ TEST(FreeTagDeathTest, DoubleFreeIsFoundWhenTheBinIsWalked) {
         std::_Exit(0);
       },
       kDoubleFree);
+}
+
+TEST(FreeTagDeathTest, DoubleFreeOfAnotherThreadsBlockIsFoundWhenTheBinIsWalked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        // The owner stays alive, so no one sorts the frees it is handed before _Exit.
+        ak_free(slab_blocks(112, 1)[0]);  // this thread gets a heap: its frees go into a bin
+        std::vector<void*> b;
+        std::atomic<bool> made{false};
+        std::atomic<bool> done{false};
+        std::thread owner([&] {
+          b = slab_blocks(112, 3);
+          made = true;
+          while (!done) std::this_thread::yield();
+        });
+        while (!made) std::this_thread::yield();
+        ak_free(b[0]);
+        ak_free(b[1]);
+        ak_free(b[0]);  // into this thread's bin twice
+        ak_collect(1);  // the walk batches A for its owner, then meets it again
+        done = true;
+        owner.join();
+        std::_Exit(0);
+      },
+      kDoubleFree);
+}
+
+namespace {
+
+// The high half of free block `p`'s second word: the epoch of the last walk that sent it home.
+std::uint32_t walk_epoch_of(const void* p) {
+  return std::uint32_t((static_cast<const std::uintptr_t*>(p)[1] ^ ak::detail::pool_free_tag(p)) >>
+                       32);
+}
+
+// A walk that meets blocks marked by an older walk with the same epoch (2^32 walks ago, or
+// another heap's) looks where it sent them and reports nothing; the blocks stay whole.
+void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
+  std::vector<void*> b = slab_blocks(size, 300);
+  for (std::size_t i = 50; i < b.size(); ++i) ak_free(b[i]);  // 50 stay live: the slab stays
+  ak_collect(1);                                              // home, marked by one walk
+  ak::detail::Heap* h = ak::detail::tl_heap;
+  const std::uint32_t old = walk_epoch_of(b[299]);
+  ASSERT_NE(old, 0u);
+  const std::uint64_t rechecks = ak::detail::pool_walk_rechecks();
+  h->walk_epoch = old - 1;   // the next walk's epoch is the old one again
+  ak_free(ak_malloc(size));  // the slab's free blocks refill the bin, marked `old`
+  ak_collect(1);             // the only bin with blocks: its walk has epoch `old`
+  ASSERT_GT(ak::detail::pool_walk_rechecks(), rechecks);
+  std::vector<void*> again;
+  for (int i = 0; i < 250; ++i) again.push_back(ak_malloc(size));
+  std::sort(again.begin(), again.end());
+  ASSERT_EQ(std::adjacent_find(again.begin(), again.end()), again.end());
+  for (void* p : again) ak_free(p);
+  for (std::size_t i = 0; i < 50; ++i) ak_free(b[i]);
+}
+
+}  // namespace
+
+TEST(FreeTag, AWalkMeetingItsOwnEpochOnBlocksOfAnOlderWalkReportsNothing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (std::size_t size : {std::size_t(96), kMedium})
+    EXPECT_EXIT(
+        {
+          walk_over_blocks_of_an_older_walk_with_its_own_epoch(size);
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << size;
 }
 
 TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {

@@ -66,13 +66,19 @@ PoolBlock* pool_checked_link(const PoolBlock* block, PoolBlock* decoded) noexcep
 // it). Frees write it without reading the block, and every path a free block leaves by checks it
 // (liballockit's malloc when it pops one, the allocation slow path, a bin sending blocks home, the
 // audit at exit). A tag found missing there means the block was handed out twice (freed twice) or
-// written after free. Bit 0 set marks liballockit's sealed medium blocks; bit 2 marks a block while
-// a bin's walk visits it, so a block met twice in one walk (freed twice) is seen.
+// written after free. Checks compare the low halves (odds of 2^-32 for data that is not a tag):
+// a bin's walk writes its epoch into the high half of each block it sends home, so a block met
+// twice in one walk (freed twice) is seen (pool/free_tags.hpp). Bit 0 set marks liballockit's
+// sealed medium blocks.
 inline std::uintptr_t pool_free_tag(const void* p) noexcept {
   return 0xA55A'1CED'F4EE'0B50ull ^ reinterpret_cast<std::uintptr_t>(p);  // never an address
 }
 inline void pool_tag_freed(void* p) noexcept {
   static_cast<std::uintptr_t*>(p)[1] = pool_free_tag(p);
+}
+// Whether block `p` carries its freed-block tag (unsealed, any walk's epoch).
+inline bool pool_carries_tag(const void* p) noexcept {
+  return std::uint32_t(static_cast<const std::uintptr_t*>(p)[1]) == std::uint32_t(pool_free_tag(p));
 }
 // Whether blocks of class `cls` carry a tag: all but class 0, whose 8 bytes leave no room.
 constexpr bool class_has_tag(unsigned cls) noexcept {
@@ -198,6 +204,7 @@ struct alignas(64) Heap {
   std::uint8_t bin_overflows[kHeapClasses] = {};
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
+  std::uint32_t walk_epoch = 0;    // the epoch of its last walk of a bin (pool/free_tags.hpp)
   Slab* avail[kHeapClasses] = {};  // per class: other slabs with free or carvable blocks
   Slab* full[kHeapClasses] = {};   // per class: slabs waiting for enough frees to rejoin
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
