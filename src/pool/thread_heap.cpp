@@ -457,15 +457,15 @@ void flush_outgoing(Heap* h) {
     if (e.slab) flush_batch(h, e);
 }
 
-// A free into slab `s` of another heap, from a thread with a heap of its own: added to the batch
-// for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
-// Bounded: at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next
-// allocates slowly, frees to another slab with the same entry, trims, or exits.
 // The entry of h's outgoing batches that frees into slab `s` go to.
 RemoteBatch& batch_entry(Heap* h, const Slab* s) {
   return h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
 }
 
+// A free into slab `s` of another heap, from a thread with a heap of its own: added to the batch
+// for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
+// Bounded: at most kRemoteBatches * kRemoteBatchMax blocks wait, and only until this thread next
+// allocates slowly, frees to another slab with the same entry, trims, or exits.
 void batch_remote(Heap* h, Slab* s, void* p) {
   RemoteBatch& e = batch_entry(h, s);
   if (e.slab != s) {
@@ -649,6 +649,9 @@ Slab* slab_of_class(const void* b, unsigned cls) {
     (void)starter_block_class(s, b);  // reports a block dropped already
     return;
   }
+  // A block in a bin counts in its slab's `used`: a slab with none out was emptied by this walk
+  // (and may be retired already), so `b` went home before.
+  if (s->used == 0) walk_met_twice(b, call);
   if (slab_owner(s) == h) {
     if (on_list(run, run_length, b) || on_list(s->free, s->capacity, b)) walk_met_twice(b, call);
     return;

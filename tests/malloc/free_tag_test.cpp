@@ -134,6 +134,22 @@ TEST(FreeTagDeathTest, DoubleFreeOfAnotherThreadsBlockIsFoundWhenTheBinIsWalked)
 
 namespace {
 
+// Frees A, C, B, D, A, where A and B are the last blocks out of one medium slab and C and D are
+// of others: the walk home sends A and B home in runs of their own, which empties their slab,
+// before it meets A again.
+void free_twice_after_its_slab_empties() {
+  std::vector<void*> b = slab_blocks(kMedium, 120);
+  ak::detail::Slab* const first = ak::detail::medium_slab_of(b[0]);
+  std::vector<void*> mine, others;
+  for (void* p : b) (ak::detail::medium_slab_of(p) == first ? mine : others).push_back(p);
+  ASSERT_GE(mine.size(), 3u);
+  ASSERT_GE(others.size(), 2u);
+  for (std::size_t i = 2; i < mine.size(); ++i) ak_free(mine[i]);
+  ak_collect(1);  // all of the slab's blocks home but A and B
+  for (void* p : {mine[0], others[0], mine[1], others[1], mine[0]}) ak_free(p);
+  ak_collect(1);
+}
+
 // The high half of free block `p`'s second word: the epoch of the last walk that sent it home.
 std::uint32_t walk_epoch_of(const void* p) {
   return std::uint32_t((static_cast<const std::uintptr_t*>(p)[1] ^ ak::detail::pool_free_tag(p)) >>
@@ -174,6 +190,16 @@ TEST(FreeTag, AWalkMeetingItsOwnEpochOnBlocksOfAnOlderWalkReportsNothing) {
         },
         ::testing::ExitedWithCode(0), "")
         << size;
+}
+
+TEST(FreeTagDeathTest, DoubleFreeIsFoundWhenItsSlabEmptiesInTheWalk) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        free_twice_after_its_slab_empties();
+        std::_Exit(0);
+      },
+      kDoubleFree);
 }
 
 TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
