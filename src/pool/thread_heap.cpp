@@ -676,10 +676,15 @@ PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n, c
     --n;
     if (s->starter || slab_owner(s) != h) {
       PoolBlock* next = link_of(b);
-      if (s->starter)
-        starter_drop(b, cls);  // no home to go to (starter_slab.hpp)
-      else
+      if (s->starter) {
+        // No home to go to (starter_slab.hpp). Its map tells a block dropped already (met
+        // twice); its tag is left as a free writes it, so a later free of it is caught there.
+        (void)starter_block_class(s, b);
+        if (tagged) pool_tag_freed(b);
+        starter_drop(b, cls);
+      } else {
         batch_remote(h, s, b);
+      }
       b = next;
       continue;
     }

@@ -76,7 +76,9 @@ inline std::uintptr_t pool_free_tag(const void* p) noexcept {
 inline void pool_tag_freed(void* p) noexcept {
   static_cast<std::uintptr_t*>(p)[1] = pool_free_tag(p);
 }
-// Whether block `p` carries its freed-block tag (unsealed, any walk's epoch).
+// Whether block `p`, known to be free (popped from a bin), carries its freed-block tag (unsealed,
+// any walk's epoch). Not for a block that may be live: its low half alone is 0 where `p`'s low
+// half is the key's, as in a live block whose tag was cleared.
 inline bool pool_carries_tag(const void* p) noexcept {
   return std::uint32_t(static_cast<const std::uintptr_t*>(p)[1]) == std::uint32_t(pool_free_tag(p));
 }
