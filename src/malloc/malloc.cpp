@@ -52,7 +52,7 @@ inline void* clear_tag(void* p, unsigned cls) {
 // Block `p` of small class `cls`, just popped from a bin, untagged after checking its tag: a
 // block handed out already (freed twice, so in the bin twice) or written after free has none.
 inline void* take_popped(void* p, unsigned cls) {
-  if (class_has_tag(cls) && !pool_carries_tag(p)) [[unlikely]]
+  if (class_has_tag(cls) && !pool_popped_carries_tag(p)) [[unlikely]]
     pool_lost_tag("malloc()", p);
   return clear_tag(p, cls);
 }
@@ -68,8 +68,7 @@ inline bool carved_pooled(const void* p) {
 // block (pool_try_free).
 inline bool tag_freed(const Slab* s, void* p) {
   if (s->block_size < 16) return true;  // no room for a tag
-  // The whole word: `p` may be live (carries_tag_as_freed).
-  if (static_cast<std::uintptr_t*>(p)[1] == pool_free_tag(p)) return false;
+  if (pool_carries_tag(p)) return false;
   pool_tag_freed(p);
   return true;
 }
@@ -87,20 +86,10 @@ inline std::uintptr_t sealed_tag(const void* p) {
   return pool_free_tag(p) ^ kSealedTagBit;
 }
 
-// Whether free block `p` (16 bytes or more, popped from a bin) carries a freed-block tag, sealed
-// or not, whatever walk marked it: the low half of the word.
+// Whether block `p` (16 bytes or more) carries a freed-block tag, sealed or not, whatever walk
+// marked it. True of a live block only with odds of 2^-48 (pool_free_tag).
 inline bool carries_freed_tag(const void* p) {
   return tag_bits(static_cast<const PoolBlock*>(p)) == 0;
-}
-
-// Whether block `p` (16 bytes or more), which may be live, carries a freed-block tag as a free
-// writes it, sealed or not. The whole word: the low half alone is 0 in a block handed out (its
-// tag cleared) at an address whose low half is the key's, and small numbers a program keeps
-// there match it near such addresses; a live block must never pass for a freed one. A free block
-// a walk marked since no longer does; freed again, it is caught when it leaves its slab twice.
-inline bool carries_tag_as_freed(const void* p) {
-  const std::uintptr_t w = static_cast<const std::uintptr_t*>(p)[1];
-  return w == pool_free_tag(p) || w == sealed_tag(p);
 }
 
 // Whether free block `p`, which carries a freed-block tag, was sealed (any walk's epoch).
@@ -187,7 +176,7 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 // (AK_DEBUG builds, no bin) still has its tag read here.
 [[gnu::noinline]] void free_medium(const char* call, Slab* s, void* p) {
   const bool sealable = s->block_size >= kSealableMediumBytes;
-  if (sealable || s->bin_class == kNoBin ? carries_tag_as_freed(p)
+  if (sealable || s->bin_class == kNoBin ? carries_freed_tag(p)
                                          : pool_is_newest_free(s->bin_class, p))
     bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
@@ -287,7 +276,7 @@ struct Pooled {
     return Pooled{nullptr, 0};
   const std::size_t bytes = s ? pool_block_size(s, p) : 0;
   if (bytes == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-  if (carries_tag_as_freed(p)) bad_pointer(call, if_freed, p);
+  if (carries_freed_tag(p)) bad_pointer(call, if_freed, p);
   return Pooled{s, bytes};
 }
 
@@ -367,13 +356,13 @@ std::size_t usable_or_die(const char* call, const void* p) {
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
     const std::size_t n = pool_block_size(slab_of(p), p);
     if (n == 0) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    if (n >= 16 && carries_tag_as_freed(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
+    if (n >= 16 && carries_freed_tag(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
     return n;
   }
   if (in_medium_region(p)) {
     const Slab* s = medium_block(p);
     if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
-    if (carries_tag_as_freed(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
+    if (carries_freed_tag(p)) bad_pointer(call, "invalid pointer (a freed block)", p);
     return s->block_size;
   }
   const std::size_t n = large_usable_size(p);

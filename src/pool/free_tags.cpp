@@ -42,7 +42,7 @@ void pool_audit_bins() noexcept {
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) {
     const Bin& bin = h->bins[cls];
     if (!class_has_tag(cls) || bin.count == 0) continue;
-    const std::uint32_t epoch = next_walk_epoch(*h);
+    const std::uint16_t epoch = next_walk_epoch(*h);
     // A link is followed only to a block a slab handed out: a link a write after free changed
     // is reported, not followed.
     PoolBlock* b = bin.free;

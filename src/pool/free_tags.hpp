@@ -3,10 +3,10 @@
 // exit. A block freed twice sits in a bin twice: its second pop finds no tag (the first cleared
 // it), and a walk meets it twice. Each failure is reported and aborts.
 //
-// A walk marks each block it visits with the walk's epoch, a 32-bit number in the high half of the
-// block's second word (the low half keeps the tag: checks compare the low halves). A block met
-// with the running walk's epoch was met before in this walk, or marked by a walk whose epoch
-// happens to be the same (2^32 walks of this heap ago, or another heap's); a look where the walk
+// A walk marks each block it visits with the walk's epoch, a 16-bit number in the top 16 bits of
+// the block's second word (the low 48 keep the tag: checks compare those, kTagCheckBits). A block
+// met with the running walk's epoch was met before in this walk, or marked by a walk whose epoch
+// happens to be the same (65,535 walks of this heap ago, or another heap's); a look where the walk
 // sent it tells which. The marks stay: the walk needs no second pass to clear them.
 #pragma once
 
@@ -27,15 +27,15 @@ inline constexpr std::uintptr_t kSealedTagBit = 1;  // liballockit's sealed medi
 // Pops a block of class `cls` from this thread's bin (null when empty) after checking its tag.
 void* pool_pop_checked(unsigned cls) noexcept;
 
-// What the low half of `b`'s second word says beside its tag: 0 or kSealedTagBit for a tagged
+// What the checked bits of `b`'s second word say beside its tag: 0 or kSealedTagBit for a tagged
 // block; anything else is no tag at all.
-inline std::uint32_t tag_bits(const PoolBlock* b) noexcept {
-  return std::uint32_t(reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) &
-         ~std::uint32_t(kSealedTagBit);
+inline std::uintptr_t tag_bits(const PoolBlock* b) noexcept {
+  return (reinterpret_cast<const std::uintptr_t*>(b)[1] ^ pool_free_tag(b)) & kTagCheckBits &
+         ~kSealedTagBit;
 }
 
 // The epoch for h's next walk: never 0, the epoch of a block freed since its last walk.
-inline std::uint32_t next_walk_epoch(Heap& h) noexcept {
+inline std::uint16_t next_walk_epoch(Heap& h) noexcept {
   if (++h.walk_epoch == 0) h.walk_epoch = 1;
   return h.walk_epoch;
 }
@@ -44,20 +44,20 @@ inline std::uint32_t next_walk_epoch(Heap& h) noexcept {
 // (a block without one is reported), then marks it. Returns false, marking nothing, when it
 // carries `epoch` already; the caller finds out whether it was met before in this walk. Inline: a
 // bin sending blocks home visits each.
-inline bool tag_visit(PoolBlock* b, std::uint32_t epoch, const char* call) noexcept {
-  const std::uintptr_t marked = pool_free_tag(b) ^ (std::uintptr_t(epoch) << 32);
+inline bool tag_visit(PoolBlock* b, std::uint16_t epoch, const char* call) noexcept {
+  const std::uintptr_t marked = pool_free_tag(b) ^ (std::uintptr_t(epoch) << 48);
   std::uintptr_t w;
   std::memcpy(&w, reinterpret_cast<char*>(b) + 8, sizeof w);
   const std::uintptr_t d = w ^ marked;
-  if ((std::uint32_t(d) & ~std::uint32_t(kSealedTagBit)) != 0) [[unlikely]]
+  if ((d & kTagCheckBits & ~kSealedTagBit) != 0) [[unlikely]]
     pool_lost_tag(call, b);
-  if ((d >> 32) == 0) [[unlikely]]
+  if ((d >> 48) == 0) [[unlikely]]
     return false;
-  // The high half alone (bytes 12..15 of a little-endian word): the tag's low half and the seal
+  // The top 16 bits alone (bytes 14..15 of a little-endian word): the checked bits and the seal
   // bit stay as they are.
   static_assert(std::endian::native == std::endian::little);
-  const auto high = std::uint32_t(marked >> 32);
-  std::memcpy(reinterpret_cast<char*>(b) + 12, &high, sizeof high);
+  const auto top = std::uint16_t(marked >> 48);
+  std::memcpy(reinterpret_cast<char*>(b) + 14, &top, sizeof top);
   return true;
 }
 

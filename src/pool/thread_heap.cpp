@@ -668,7 +668,7 @@ Slab* slab_of_class(const void* b, unsigned cls) {
 // after the n-th (null at the chain's end).
 PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n, const char* call) {
   const bool tagged = class_has_tag(cls);
-  const std::uint32_t epoch = tagged ? next_walk_epoch(*h) : 0;
+  const std::uint16_t epoch = tagged ? next_walk_epoch(*h) : 0;
   while (n != 0) {
     Slab* s = slab_of_class(b, cls);
     if (tagged && !tag_visit(b, epoch, call)) [[unlikely]]
@@ -743,9 +743,9 @@ Heap* new_heap() {
   Heap* h = ::new (g_heap_chunk) Heap();
   g_heap_chunk += align_up(sizeof(Heap), 64);
   g_heap_chunk_left -= std::min(g_heap_chunk_left, align_up(sizeof(Heap), 64));
-  // Heaps' walk epochs start far apart, so a block one heap marked meets another's walk with
-  // that walk's own epoch only after billions of walks (each such meeting costs a recheck).
-  h->walk_epoch = std::uint32_t(g_heap_count) * 0x9E37'79B9u;
+  // Heaps' walk epochs start apart, so a block one heap marked rarely meets another's walk with
+  // that walk's own epoch (each such meeting costs a recheck).
+  h->walk_epoch = std::uint16_t(g_heap_count * 0x9E37u);
   return h;
 }
 

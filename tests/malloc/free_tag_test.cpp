@@ -150,10 +150,10 @@ void free_twice_after_its_slab_empties() {
   ak_collect(1);
 }
 
-// The high half of free block `p`'s second word: the epoch of the last walk that sent it home.
-std::uint32_t walk_epoch_of(const void* p) {
-  return std::uint32_t((static_cast<const std::uintptr_t*>(p)[1] ^ ak::detail::pool_free_tag(p)) >>
-                       32);
+// The top 16 bits of free block `p`'s second word: the epoch of the last walk that sent it home.
+std::uint16_t walk_epoch_of(const void* p) {
+  return std::uint16_t((static_cast<const std::uintptr_t*>(p)[1] ^ ak::detail::pool_free_tag(p)) >>
+                       48);
 }
 
 // A walk that meets blocks marked by an older walk with the same epoch (2^32 walks ago, or
@@ -163,12 +163,12 @@ void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
   for (std::size_t i = 50; i < b.size(); ++i) ak_free(b[i]);  // 50 stay live: the slab stays
   ak_collect(1);                                              // home, marked by one walk
   ak::detail::Heap* h = ak::detail::tl_heap;
-  const std::uint32_t old = walk_epoch_of(b[299]);
+  const std::uint16_t old = walk_epoch_of(b[299]);
   ASSERT_NE(old, 0u);
   const std::uint64_t rechecks = ak::detail::pool_walk_rechecks();
-  h->walk_epoch = old - 1;   // the next walk's epoch is the old one again
-  ak_free(ak_malloc(size));  // the slab's free blocks refill the bin, marked `old`
-  ak_collect(1);             // the only bin with blocks: its walk has epoch `old`
+  h->walk_epoch = std::uint16_t(old - 1);  // the next walk's epoch is the old one again
+  ak_free(ak_malloc(size));                // the slab's free blocks refill the bin, marked `old`
+  ak_collect(1);                           // the only bin with blocks: its walk has epoch `old`
   ASSERT_GT(ak::detail::pool_walk_rechecks(), rechecks);
   std::vector<void*> again;
   for (int i = 0; i < 250; ++i) again.push_back(ak_malloc(size));
@@ -216,26 +216,50 @@ TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
       kDoubleFree);
 }
 
-// A live block whose second word matches its tag's low half only (as a block handed out at an
-// address whose low half is the key's does, its tag cleared to 0) is not taken for a freed one:
-// checks of a block that may be live compare the whole word.
-TEST(FreeTag, ALiveBlockMatchingOnlyTheTagsLowHalfIsNotFreed) {
+// A live block whose second word is near its tag is not taken for a freed one: 0 (a cleared tag),
+// a small number, the tag's low 32 bits, the tag but for bit 47 (checks compare 48 bits).
+void use_live_blocks_whose_word_is_near_their_tag(std::size_t size) {
+  std::vector<void*> b = slab_blocks(size, 3000 * 48 / size + 4);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const std::uintptr_t tag = ak::detail::pool_free_tag(b[i]);
+    const std::uintptr_t near[] = {0, 1, std::uint32_t(tag), tag ^ (std::uintptr_t(1) << 47)};
+    static_cast<std::uintptr_t*>(b[i])[1] = near[i % 4];
+  }
+  for (std::size_t i = 0; i < 4; ++i)
+    if (ak_malloc_usable_size(b[i]) < size) std::_Exit(3);
+  for (std::size_t i = 0; i < 4; ++i) b[i] = ak_realloc(b[i], size + 16);
+  for (void* p : b) ak_free(p);  // a full bin sends some through the slow free
+  std::exit(0);
+}
+
+TEST(FreeTag, ALiveBlockWhoseWordIsNearItsTagIsNotFreed) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (std::size_t size : {std::size_t(48), kMedium, std::size_t(200000)})
-    EXPECT_EXIT(
-        {
-          std::vector<void*> b = slab_blocks(size, 3000 * 48 / size + 2);
-          for (void* p : b) {
-            auto* w = static_cast<std::uintptr_t*>(p);
-            w[1] = std::uint32_t(ak::detail::pool_free_tag(p));  // the high half differs
-          }
-          if (ak_malloc_usable_size(b[0]) < size) std::_Exit(3);
-          b[1] = ak_realloc(b[1], size + 16);
-          for (void* p : b) ak_free(p);  // a full bin sends some through the slow free
-          std::exit(0);
-        },
-        ::testing::ExitedWithCode(0), "")
+    EXPECT_EXIT(use_live_blocks_whose_word_is_near_their_tag(size), ::testing::ExitedWithCode(0),
+                "")
         << size;
+}
+
+// A freed block that a walk sent home (its word carrying the walk's epoch) is still known as
+// freed at the call: realloc and malloc_usable_size of it are reported there.
+void touch_a_block_a_walk_sent_home(std::size_t size, bool by_realloc) {
+  std::vector<void*> b = slab_blocks(size, 300);
+  for (std::size_t i = 50; i < b.size(); ++i) ak_free(b[i]);  // 50 stay live: the slab stays
+  ak_collect(1);
+  if (walk_epoch_of(b[299]) == 0) std::_Exit(3);  // not marked: the case is not set up
+  if (by_realloc)
+    (void)ak_realloc(b[299], size * 2);
+  else
+    (void)ak_malloc_usable_size(b[299]);
+  std::_Exit(0);
+}
+
+TEST(FreeTagDeathTest, ABlockAWalkSentHomeIsReportedAtReallocAndUsableSize) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (std::size_t size : {std::size_t(96), kMedium})
+    for (bool by_realloc : {false, true})
+      EXPECT_DEATH(touch_a_block_a_walk_sent_home(size, by_realloc), "a freed block")
+          << size << " " << by_realloc;
 }
 
 TEST(FreeTagDeathTest, WriteAfterFreeOverTheTagIsCaughtAtTheNextMalloc) {
