@@ -884,6 +884,7 @@ std::uint32_t pool_start_limit(unsigned cls) noexcept {
 }
 
 namespace {
+// pool_free_other's work; its caller reports the slabs it cached once it returns.
 void free_other(Slab* s, void* p) {
   Heap* h = tl_heap;
   if (s->starter) {
