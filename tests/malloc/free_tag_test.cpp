@@ -164,16 +164,16 @@ void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
   ak_collect(1);                                              // home, marked by one walk
   ak::detail::Heap* h = ak::detail::tl_heap;
   const std::uint16_t old = walk_epoch_of(b[299]);
-  ASSERT_NE(old, 0u);
+  if (old == 0) std::_Exit(3);  // not marked: the case is not set up
   const std::uint64_t rechecks = ak::detail::pool_walk_rechecks();
   h->walk_epoch = std::uint16_t(old - 1);  // the next walk's epoch is the old one again
   ak_free(ak_malloc(size));                // the slab's free blocks refill the bin, marked `old`
   ak_collect(1);                           // the only bin with blocks: its walk has epoch `old`
-  ASSERT_GT(ak::detail::pool_walk_rechecks(), rechecks);
+  if (ak::detail::pool_walk_rechecks() <= rechecks) std::_Exit(4);  // the walk did not look
   std::vector<void*> again;
   for (int i = 0; i < 250; ++i) again.push_back(ak_malloc(size));
   std::sort(again.begin(), again.end());
-  ASSERT_EQ(std::adjacent_find(again.begin(), again.end()), again.end());
+  if (std::adjacent_find(again.begin(), again.end()) != again.end()) std::_Exit(5);  // twice
   for (void* p : again) ak_free(p);
   for (std::size_t i = 0; i < 50; ++i) ak_free(b[i]);
 }
@@ -181,6 +181,7 @@ void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
 }  // namespace
 
 TEST(FreeTag, AWalkMeetingItsOwnEpochOnBlocksOfAnOlderWalkReportsNothing) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins: no walk";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (std::size_t size : {std::size_t(96), kMedium})
     EXPECT_EXIT(
@@ -255,6 +256,7 @@ void touch_a_block_a_walk_sent_home(std::size_t size, bool by_realloc) {
 }
 
 TEST(FreeTagDeathTest, ABlockAWalkSentHomeIsReportedAtReallocAndUsableSize) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins: no walk";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (std::size_t size : {std::size_t(96), kMedium})
     for (bool by_realloc : {false, true})
