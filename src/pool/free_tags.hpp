@@ -39,16 +39,25 @@ inline std::uint16_t next_walk_epoch(Heap& h) noexcept {
   if (++h.walk_epoch == 0) h.walk_epoch = 1;
   return h.walk_epoch;
 }
-
-// Visits free block `b` of a tagged class for a walk in `call` with epoch `epoch`: checks its tag
-// (a block without one is reported), then marks it. Returns false, marking nothing, when it
-// carries `epoch` already; the caller finds out whether it was met before in this walk. Inline: a
-// bin sending blocks home visits each.
-inline bool tag_visit(PoolBlock* b, std::uint16_t epoch, const char* call) noexcept {
-  const std::uintptr_t marked = pool_free_tag(b) ^ (std::uintptr_t(epoch) << 48);
+// What a walk with epoch `epoch` compares and writes, computed once per walk: a block's marked
+// word is its address xor `key` (its tag with the epoch in the top 16 bits); `top` is those 16
+// bits, the same for every block (addresses are below 2^47).
+struct WalkMark {
+  std::uintptr_t key;
+  std::uint16_t top;
+};
+inline WalkMark walk_mark(std::uint16_t epoch) noexcept {
+  const std::uintptr_t key = pool_free_tag(nullptr) ^ (std::uintptr_t(epoch) << 48);
+  return {key, std::uint16_t(key >> 48)};
+}
+// Visits free block `b` of a tagged class for a walk in `call` marking `mark`: checks its tag (a
+// block without one is reported), then marks it. Returns false, marking nothing, when it carries
+// the walk's epoch already; the caller finds out whether it was met before in this walk. Inline:
+// a bin sending blocks home visits each.
+inline bool tag_visit(PoolBlock* b, WalkMark mark, const char* call) noexcept {
   std::uintptr_t w;
   std::memcpy(&w, reinterpret_cast<char*>(b) + 8, sizeof w);
-  const std::uintptr_t d = w ^ marked;
+  const std::uintptr_t d = w ^ reinterpret_cast<std::uintptr_t>(b) ^ mark.key;
   if ((d & kTagCheckBits & ~kSealedTagBit) != 0) [[unlikely]]
     pool_lost_tag(call, b);
   if ((d >> 48) == 0) [[unlikely]]
@@ -56,11 +65,9 @@ inline bool tag_visit(PoolBlock* b, std::uint16_t epoch, const char* call) noexc
   // The top 16 bits alone (bytes 14..15 of a little-endian word): the checked bits and the seal
   // bit stay as they are.
   static_assert(std::endian::native == std::endian::little);
-  const auto top = std::uint16_t(marked >> 48);
-  std::memcpy(reinterpret_cast<char*>(b) + 14, &top, sizeof top);
+  std::memcpy(reinterpret_cast<char*>(b) + 14, &mark.top, sizeof mark.top);
   return true;
 }
-
 // Counts a walk's look at a block that carried the walk's own epoch (pool_walk_rechecks).
 void note_walk_recheck() noexcept;
 
