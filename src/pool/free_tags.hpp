@@ -39,6 +39,7 @@ inline std::uint16_t next_walk_epoch(Heap& h) noexcept {
   if (++h.walk_epoch == 0) h.walk_epoch = 1;
   return h.walk_epoch;
 }
+
 // What a walk with epoch `epoch` compares and writes, computed once per walk: a block's marked
 // word is its address xor `key` (its tag with the epoch in the top 16 bits); `top` is those 16
 // bits, the same for every block (addresses are below 2^47).
@@ -68,6 +69,7 @@ inline bool tag_visit(PoolBlock* b, WalkMark mark, const char* call) noexcept {
   std::memcpy(reinterpret_cast<char*>(b) + 14, &mark.top, sizeof mark.top);
   return true;
 }
+
 // Counts a walk's look at a block that carried the walk's own epoch (pool_walk_rechecks).
 void note_walk_recheck() noexcept;
 
