@@ -42,14 +42,14 @@ void pool_audit_bins() noexcept {
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) {
     const Bin& bin = h->bins[cls];
     if (!class_has_tag(cls) || bin.count == 0) continue;
-    const WalkMark mark = walk_mark(next_walk_epoch(*h));
+    const std::uintptr_t key = walk_key(next_walk_epoch(*h));
     // A link is followed only to a block a slab handed out: a link a write after free changed
     // is reported, not followed.
     PoolBlock* b = bin.free;
     for (std::uint32_t n = 0; b != nullptr && n < bin.count; ++n, b = link_of(b)) {
       if (!pool_is_handed_out_block(b))
         bad_pointer("exit", "heap corruption (a free block's link was overwritten)", b);
-      if (!tag_visit(b, mark, "exit")) {
+      if (!tag_visit(b, key, "exit")) {
         note_walk_recheck();
         if (on_list(bin.free, n, b)) walk_met_twice(b, "exit");
       }

@@ -40,25 +40,20 @@ inline std::uint16_t next_walk_epoch(Heap& h) noexcept {
   return h.walk_epoch;
 }
 
-// What a walk with epoch `epoch` compares and writes, computed once per walk: a block's marked
-// word is its address xor `key` (its tag with the epoch in the top 16 bits); `top` is those 16
-// bits, the same for every block (addresses are below 2^47).
-struct WalkMark {
-  std::uintptr_t key;
-  std::uint16_t top;
-};
-inline WalkMark walk_mark(std::uint16_t epoch) noexcept {
-  const std::uintptr_t key = pool_free_tag(nullptr) ^ (std::uintptr_t(epoch) << 48);
-  return {key, std::uint16_t(key >> 48)};
+// The key a walk with epoch `epoch` compares with: a block's marked word is its address xor the
+// key (its tag with the epoch in the top 16 bits, which are the key's own: addresses are below
+// 2^47). Computed once per walk.
+inline std::uintptr_t walk_key(std::uint16_t epoch) noexcept {
+  return pool_free_tag(nullptr) ^ (std::uintptr_t(epoch) << 48);
 }
-// Visits free block `b` of a tagged class for a walk in `call` marking `mark`: checks its tag (a
-// block without one is reported), then marks it. Returns false, marking nothing, when it carries
-// the walk's epoch already; the caller finds out whether it was met before in this walk. Inline:
-// a bin sending blocks home visits each.
-inline bool tag_visit(PoolBlock* b, WalkMark mark, const char* call) noexcept {
+// Visits free block `b` of a tagged class for a walk in `call` with key `key` (walk_key): checks
+// its tag (a block without one is reported), then marks it. Returns false, marking nothing, when
+// it carries the walk's epoch already; the caller finds out whether it was met before in this
+// walk. Inline: a bin sending blocks home visits each.
+inline bool tag_visit(PoolBlock* b, std::uintptr_t key, const char* call) noexcept {
   std::uintptr_t w;
   std::memcpy(&w, reinterpret_cast<char*>(b) + 8, sizeof w);
-  const std::uintptr_t d = w ^ reinterpret_cast<std::uintptr_t>(b) ^ mark.key;
+  const std::uintptr_t d = w ^ reinterpret_cast<std::uintptr_t>(b) ^ key;
   if ((d & kTagCheckBits & ~kSealedTagBit) != 0) [[unlikely]]
     pool_lost_tag(call, b);
   if ((d >> 48) == 0) [[unlikely]]
@@ -66,7 +61,8 @@ inline bool tag_visit(PoolBlock* b, WalkMark mark, const char* call) noexcept {
   // The top 16 bits alone (bytes 14..15 of a little-endian word): the checked bits and the seal
   // bit stay as they are.
   static_assert(std::endian::native == std::endian::little);
-  std::memcpy(reinterpret_cast<char*>(b) + 14, &mark.top, sizeof mark.top);
+  const auto top = std::uint16_t(key >> 48);
+  std::memcpy(reinterpret_cast<char*>(b) + 14, &top, sizeof top);
   return true;
 }
 

@@ -661,17 +661,20 @@ bool after_overflow(Heap* h, unsigned cls) {
 // dropped. A block of a tagged class is checked and marked with a new epoch of h's on the way, so
 // a block met twice (freed twice) is caught before it reaches a list twice. Returns the block
 // after the n-th (null at the chain's end). `kTagged`, `kMedium`: the class's, fixed per loop, so
-// a run's end is one mask and compare and a walk's mark is computed once (sh6bench's walks: 3.7G
+// a run's end is one mask and compare and a walk's key is computed once (sh6bench's walks: 3.7G
 // instructions -> 2.0G, 19.7G -> 18.0G in all; its time moved by 1%, within noise: the walk is
 // not bound by its instruction count).
 template <bool kTagged, bool kMedium>
 PoolBlock* release_chain_of(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n,
                             const char* call) {
-  constexpr std::uintptr_t kBaseMask = ~((kMedium ? kMediumSlabSize : kSlabSize) - 1);
-  const WalkMark mark = kTagged ? walk_mark(next_walk_epoch(*h)) : WalkMark{};
+  // A block's slab, as the address a run's blocks share: one mask.
+  const auto base_of = [](const void* p) {
+    return kMedium ? reinterpret_cast<std::uintptr_t>(medium_slab_of(p)) : slab_base(p);
+  };
+  const std::uintptr_t key = kTagged ? walk_key(next_walk_epoch(*h)) : 0;
   while (n != 0) {
     Slab* s = kMedium ? medium_slab_of(b) : slab_of(b);
-    if (kTagged && !tag_visit(b, mark, call)) [[unlikely]]
+    if (kTagged && !tag_visit(b, key, call)) [[unlikely]]
       recheck_walked(h, s, nullptr, 0, b, call);
     --n;
     if (s->starter || slab_owner(s) != h) {
@@ -690,12 +693,12 @@ PoolBlock* release_chain_of(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n
     }
     // A run of blocks of one slab (blocks freed in allocation order come in runs) goes home as
     // one splice and one count.
-    const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(b) & kBaseMask;
+    const std::uintptr_t base = base_of(b);
     const std::uint32_t left = n;  // the run is 1 + left - n blocks
     PoolBlock* last = b;
     PoolBlock* next = link_of(last);
-    while (n != 0 && (reinterpret_cast<std::uintptr_t>(next) & kBaseMask) == base) {
-      if (kTagged && !tag_visit(next, mark, call)) [[unlikely]]
+    while (n != 0 && base_of(next) == base) {
+      if (kTagged && !tag_visit(next, key, call)) [[unlikely]]
         recheck_walked(h, s, b, 1 + left - n, next, call);
       last = next;
       next = link_of(last);
