@@ -176,8 +176,10 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 // (AK_DEBUG builds, no bin) still has its tag read here.
 [[gnu::noinline]] void free_medium(const char* call, Slab* s, void* p) {
   const bool sealable = s->block_size >= kSealableMediumBytes;
-  if (sealable || s->bin_class == kNoBin ? carries_freed_tag(p)
-                                         : pool_is_newest_free(s->bin_class, p))
+  // A closed bin (a run of frees) sends the block straight home, past the checks a bin makes.
+  if (sealable || s->bin_class == kNoBin || tl_heap->bins[s->bin_class].limit == 0
+          ? carries_freed_tag(p)
+          : pool_is_newest_free(s->bin_class, p))
     bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
   const bool seal = sealable && should_seal(s->block_size) &&
@@ -388,6 +390,14 @@ void free_any(const char* call, void* p) {
   if (!large_free(p)) bad_large_pointer(call, p, "double free detected");
 }
 
+// A free the fast path did not take, of a block that passed pool_may_fast_free: straight home
+// when its bin is closed (a run of frees: thread_heap.cpp close_bin), else as any free. One jump
+// from free: with the send home inlined there, the larger free ran rptest 1.10x the time with
+// the same instructions.
+[[gnu::noinline]] void free_past_bin(Slab* s, void* p) {
+  if (!pool_try_send_home(tl_heap, s, s->bin_class, p)) free_any("free()", p);
+}
+
 // The largest medium class that is never sealed (alloc_pooled takes alloc_small for it).
 constexpr std::size_t kUnsealedMediumMax = std::size_t(112) << 10;
 static_assert(class_size(class_of(kUnsealedMediumMax)) < kSealableMediumBytes &&
@@ -513,9 +523,11 @@ AK_HOT_ENTRY void ak_free(void* p) noexcept {
     const PoolCall name("free()");
     return secure_free("free()", p);
   }
-  if (in_pool_region(p) && pool_may_fast_free(slab_of(p), p) && pool_try_free(slab_of(p), p))
-      [[likely]]
-    return;
+  if (in_pool_region(p) && pool_may_fast_free(slab_of(p), p)) [[likely]] {
+    if (pool_try_free(slab_of(p), p)) [[likely]]
+      return;
+    return free_past_bin(slab_of(p), p);
+  }
   free_any("free()", p);
 }
 

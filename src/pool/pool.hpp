@@ -34,6 +34,9 @@ class PoolCall {
 std::size_t heap_count() noexcept;                    // thread heaps ever created (thread_heap.cpp)
 std::size_t pool_class_slabs(unsigned cls) noexcept;  // slabs in use for size class `cls`
 std::uint32_t pool_start_limit(unsigned cls) noexcept;  // a new heap's bin limit for class `cls`
+// The limit of this thread's bin of class `cls`, or, closed (limit 0, in a run of frees), the one
+// it opens at; the heap's budget counts these.
+std::uint32_t pool_bin_limit(unsigned cls) noexcept;
 // Settles cross-thread frees before a trim: hands this thread's batches to their owners,
 // retires the empty slabs this thread's heap kept for reuse, then sorts the frees that reached
 // heaps of exited threads back into their slabs, retiring the slabs that empty, so their memory can

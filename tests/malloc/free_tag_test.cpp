@@ -156,18 +156,29 @@ std::uint16_t walk_epoch_of(const void* p) {
                        48);
 }
 
+// Frees blocks b[from..], each sent home by a walk of its own (ak_collect), never closing the bin,
+// which a run of frees does (its blocks then go home without a walk: pool_try_send_home). Exits
+// with 3 when the last is not marked: the case is not set up.
+void free_each_through_a_walk(const std::vector<void*>& b, std::size_t from) {
+  for (std::size_t i = from; i < b.size(); ++i) {
+    ak_free(b[i]);
+    ak_collect(1);
+  }
+  if (walk_epoch_of(b.back()) == 0) std::_Exit(3);
+}
+
 // A walk that meets blocks marked by an older walk with the same epoch (2^32 walks ago, or
 // another heap's) looks where it sent them and reports nothing; the blocks stay whole.
 void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
   std::vector<void*> b = slab_blocks(size, 300);
-  for (std::size_t i = 50; i < b.size(); ++i) ak_free(b[i]);  // 50 stay live: the slab stays
-  ak_collect(1);                                              // home, marked by one walk
+  free_each_through_a_walk(b, 50);  // 50 stay live: the slab stays
   ak::detail::Heap* h = ak::detail::tl_heap;
-  const std::uint16_t old = walk_epoch_of(b[299]);
-  if (old == 0) std::_Exit(3);  // not marked: the case is not set up
+  // The epoch of the walk before the last: the last block goes out and back in below, this one
+  // stays on the slab's list.
+  const std::uint16_t old = walk_epoch_of(b[b.size() - 2]);
   const std::uint64_t rechecks = ak::detail::pool_walk_rechecks();
   h->walk_epoch = std::uint16_t(old - 1);  // the next walk's epoch is the old one again
-  ak_free(ak_malloc(size));                // the slab's free blocks refill the bin, marked `old`
+  ak_free(ak_malloc(size));                // the slab's free blocks refill the bin, one `old`
   ak_collect(1);                           // the only bin with blocks: its walk has epoch `old`
   if (ak::detail::pool_walk_rechecks() <= rechecks) std::_Exit(4);  // the walk did not look
   std::vector<void*> again;
@@ -217,6 +228,31 @@ TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
       kDoubleFree);
 }
 
+// While a bin is closed in a run of frees, liballockit's free sends a block of 64 bytes or more
+// straight onto its slab's list (pool_try_send_home) after checking its tag: a second free of
+// one is reported at the call, whether it is the list's head or further down.
+TEST(FreeTagDeathTest, ASecondFreeOfABlockSentStraightHomeIsReportedAtTheCall) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const std::size_t back : {1, 10})
+    EXPECT_DEATH(
+        {
+          const std::vector<void*> b = slab_blocks(160, 40000);
+          for (void* p : b) ak_free(p);
+          auto* const again = static_cast<ak::detail::PoolBlock*>(b[b.size() - back]);
+          // Not in the bin: on its slab's list, the most recent block there for back == 1.
+          ak::detail::Slab* const s = ak::detail::slab_of(again);
+          const ak::detail::Bin& bin = ak::detail::tl_heap->bins[s->bin_class];
+          if (ak::detail::on_list(bin.free, bin.count, again)) std::_Exit(3);
+          if (!ak::detail::on_list(s->free, s->capacity, again)) std::_Exit(4);
+          if (back == 1 && s->free != again) std::_Exit(5);
+          ak_free(again);
+          std::_Exit(0);
+        },
+        kDoubleFree)
+        << back;
+}
+
 // A live block whose second word is near its tag is not taken for a freed one: 0 (a cleared tag),
 // a small number, the tag's low 32 bits, the tag but for bit 47 (checks compare 48 bits).
 void use_live_blocks_whose_word_is_near_their_tag(std::size_t size) {
@@ -245,13 +281,11 @@ TEST(FreeTag, ALiveBlockWhoseWordIsNearItsTagIsNotFreed) {
 // freed at the call: realloc and malloc_usable_size of it are reported there.
 void touch_a_block_a_walk_sent_home(std::size_t size, bool by_realloc) {
   std::vector<void*> b = slab_blocks(size, 300);
-  for (std::size_t i = 50; i < b.size(); ++i) ak_free(b[i]);  // 50 stay live: the slab stays
-  ak_collect(1);
-  if (walk_epoch_of(b[299]) == 0) std::_Exit(3);  // not marked: the case is not set up
+  free_each_through_a_walk(b, 50);  // 50 stay live: the slab stays
   if (by_realloc)
-    (void)ak_realloc(b[299], size * 2);
+    (void)ak_realloc(b.back(), size * 2);
   else
-    (void)ak_malloc_usable_size(b[299]);
+    (void)ak_malloc_usable_size(b.back());
   std::_Exit(0);
 }
 

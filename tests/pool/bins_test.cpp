@@ -101,6 +101,31 @@ TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
   });
 }
 
+// 100,000 blocks of kSize from the pools, in a thread whose starter slab is made and trimmed:
+// sets `before`, the slabs in use before them, and `busy`, the slabs they take.
+std::vector<void*> allocate_many(std::size_t& before, std::size_t& busy) {
+  ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
+  ak::pool_trim();
+  before = ak::pool_stats().slabs_in_use;
+  std::vector<void*> v;
+  for (int i = 0; i < 100000; ++i) v.push_back(ak::pool_allocate(kSize, 8));
+  busy = ak::pool_stats().slabs_in_use - before;
+  return v;
+}
+
+// Freed in allocation order, blocks go home a slab at a time: what the bin keeps at the end are
+// blocks of a few slabs, and the rest of the slabs go back.
+TEST(Bins, FreesInAllocationOrderLetSlabsGo) {
+  in_new_thread([] {
+    std::size_t before, busy;
+    std::vector<void*> v = allocate_many(before, busy);
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+    EXPECT_LE(ak::pool_stats().slabs_in_use - before, busy / 8);
+    ak::pool_trim();
+    EXPECT_LE(ak::pool_stats().slabs_in_use, before + 1);  // at most the current slab stays
+  });
+}
+
 // A refill from a reused slab carves at least 16 blocks of a large class, not one page's worth:
 // a 4 KiB class carved a page at a time took a slow-path call per block, its bin never holding
 // one. (Fresh slabs from the OS hand out untouched blocks one at a time, the bin empty.)
@@ -131,12 +156,8 @@ TEST(Bins, ARefillCarvesSeveralBlocksOfALargeClass) {
 // pins a bounded number of slabs, and a trim sends even those home.
 TEST(Bins, RandomOrderFreesLetSlabsGoAndATrimEmptiesTheBin) {
   in_new_thread([] {
-    ak::pool_deallocate(ak::pool_allocate(kSize, 8), kSize, 8);  // the starter slab is made
-    ak::pool_trim();
-    const std::size_t before = ak::pool_stats().slabs_in_use;
-    std::vector<void*> v;
-    for (int i = 0; i < 100000; ++i) v.push_back(ak::pool_allocate(kSize, 8));
-    const std::size_t busy = ak::pool_stats().slabs_in_use - before;
+    std::size_t before, busy;
+    std::vector<void*> v = allocate_many(before, busy);
     ASSERT_GE(busy, 100000u * 208 / ak::detail::kSlabSize);
     std::shuffle(v.begin(), v.end(), std::mt19937(7));
     for (void* p : v) ak::pool_deallocate(p, kSize, 8);
@@ -173,9 +194,10 @@ TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
     std::size_t grown = 0, held = 0, start_bytes = 0;
     for (unsigned c = 0; c < kHeapClasses; ++c) {
       const Bin& bin = tl_heap->bins[c];
-      ASSERT_GE(bin.limit, start[c]);
-      ASSERT_LE(bin.count, bin.limit);
-      grown += std::size_t(bin.limit - start[c]) * class_size(c);
+      const std::uint32_t limit = pool_bin_limit(c);  // a closed bin's when it opens
+      ASSERT_GE(limit, start[c]);
+      ASSERT_LE(bin.count, limit);
+      grown += std::size_t(limit - start[c]) * class_size(c);
       held += std::size_t(bin.count) * class_size(c);
       start_bytes += std::size_t(start[c]) * class_size(c);
     }
@@ -184,7 +206,7 @@ TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
     EXPECT_GE(grown, kHeapBinBytes / 2);  // the budget, not the exercise, stopped the growth
     EXPECT_LE(held, kHeapBinBytes + start_bytes);
     // The class that grew first gave its growth up to the classes in use after it.
-    EXPECT_LT(tl_heap->bins[class_of(16384)].limit * std::size_t(16384), kHeapBinBytes / 2);
+    EXPECT_LT(pool_bin_limit(class_of(16384)) * std::size_t(16384), kHeapBinBytes / 2);
     ak::pool_trim();
   });
 }

@@ -195,6 +195,10 @@ inline constexpr std::uint32_t kChainInfoMin = 32;
 inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
+// Blocks of this size or more are freed straight home in a run of frees (the bin closed,
+// thread_heap.cpp close_bin): the classes with a freed tag, which the way home checks.
+inline constexpr std::size_t kSendHomeMin = 16;
+
 // What a heap's bin limits together may grow past their start limits, in bytes (thread_heap.cpp:
 // a bin that runs empty doubles its limit within it), at most. 4 MiB, tcmalloc's largest thread
 // cache: at 2 MiB, random sizes up to 64 KiB in random order (alloc_test) overflowed and refilled
@@ -211,7 +215,8 @@ struct alignas(64) Heap {
   Bin bins[kHeapClasses];
   Slab* current[kHeapClasses] = {};  // per class: the slab refills come from, or null
   // Per class: 0 when its bin ran empty since it last overflowed, else 1 + its overflows since
-  // (back to 1 when its limit halves).
+  // (back to 1 when its limit halves). While the bin is closed (its limit 0, in a run of frees:
+  // thread_heap.cpp close_bin), how many times its start limit doubles when it opens.
   std::uint8_t bin_overflows[kHeapClasses] = {};
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
@@ -239,6 +244,10 @@ void* pool_alloc_slow(unsigned cls, bool* untouched = nullptr) noexcept;
 // The frees the fast path leaves: a full bin, a thread without a heap, the starter slab, checked
 // slabs.
 void pool_free_other(Slab* slab, void* p) noexcept;
+// As pool_free_other, for block `p` not tagged yet, whose tag cannot be checked (the pools leave
+// it in the blocks they hand out): tags it; a closed bin opens and takes it, as its blocks may go
+// straight home only after a check.
+void pool_free_untagged(Slab* slab, void* p) noexcept;
 void pool_check_pointer(const void* p) noexcept;  // aborts unless p lies in a pool region
 // The size of block `p` of the starter slab `s` (0 if `p` is not one of its blocks).
 std::size_t pool_starter_block_size(const Slab* s, const void* p) noexcept;
@@ -410,6 +419,28 @@ inline void bin_push(Bin& bin, void* p) noexcept {
   ++bin.count;
 }
 
+// pool_try_send_home's slow part: slab `s`, not current, reached its `settle_at`.
+void pool_after_sent_home(Slab* s) noexcept;
+
+// Block `p` of slab `s` of class `cls` (a bin's class), freed past its full bin in h: straight
+// onto its slab's list, returning true, when the bin is closed (limit 0: a run of frees, which
+// the bin would only pass on in its walks, each block's line read a second time) and h owns the
+// slab; else false, changing nothing. A block that carries its freed tag already (freed twice)
+// does not go, for the caller's checks to report; nor does the list's head.
+inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
+  if (h->bins[cls].limit != 0 || slab_owner(s) != h || s->free == p) return false;
+  if (class_has_tag(cls)) {
+    if (pool_carries_tag(p)) return false;
+    pool_tag_freed(p);
+  }
+  auto* b = static_cast<PoolBlock*>(p);
+  set_link(b, s->free);
+  s->free = b;
+  if (--s->used == s->settle_at && !s->current) [[unlikely]]
+    pool_after_sent_home(s);
+  return true;
+}
+
 // liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto this
 // thread's bin, tagged, and returns true; returns false, changing nothing, for a full bin or a
 // thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block freed twice
@@ -431,11 +462,12 @@ inline bool pool_is_newest_free(unsigned cls, const void* p) noexcept {
   return tl_heap->bins[cls].free == p;
 }
 
-// Returns block `p` of slab `s` (small or medium), already tagged if 16 bytes or more: pushed onto
-// this thread's bin of its class, whichever heap's slab it is in. Fast path: the slab's bin class
-// (a load from its read-mostly line), the bin's count against its limit, two stores and an
-// increment. A full bin, a thread without a heap, the starter slab and checked slabs go out of
-// line.
+// Returns block `p` of slab `s` (small or medium), already tagged if 16 bytes or more, and, if its
+// bin is closed (limit 0: a run of frees, in which the block goes straight home), checked for
+// its tag before: pushed onto this thread's bin of its class, whichever heap's slab it is in. Fast
+// path: the slab's bin class (a load from its read-mostly line), the bin's count against its limit,
+// two stores and an increment. A full bin, a thread without a heap, the starter slab and checked
+// slabs go out of line.
 inline void pool_free_in(Slab* s, void* p) noexcept {
   const unsigned cls = s->bin_class;
   if (cls != kNoBin) [[likely]] {
@@ -446,12 +478,19 @@ inline void pool_free_in(Slab* s, void* p) noexcept {
   pool_free_other(s, p);
 }
 
-// As pool_free_in, for a block of a small (64 KiB) slab.
+// As pool_free_in, for a block of a small (64 KiB) slab, tagged here (unchecked: a double free is
+// found when the block leaves the bin), or, past the bin, by pool_free_untagged.
 inline void pool_free(void* p) noexcept {
   if constexpr (kDebugBuild) pool_check_pointer(p);
   Slab* s = slab_of(p);
-  if (s->block_size >= 16) pool_tag_freed(p);
-  pool_free_in(s, p);
+  if (const unsigned cls = s->bin_class; cls != kNoBin) [[likely]] {
+    Bin& bin = tl_heap->bins[cls];
+    if (bin.count < bin.limit) [[likely]] {
+      if (s->block_size >= 16) pool_tag_freed(p);
+      return bin_push(bin, p);
+    }
+  }
+  pool_free_untagged(s, p);
 }
 
 // As pool_free, for callers that know the block's class at compile time (sized delete, node
