@@ -2,6 +2,7 @@
 // slab setup and retirement, lazy carving, lock-free remote frees and their collection, and the
 // checked (debug) slabs. Invariants are listed in include/allockit/detail/shared_pool.hpp.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 
@@ -519,9 +520,10 @@ void collect_remote(Heap* h) {
 // frees home and back, and xmalloc ran 1.15x slower; now about 1,000 overflows when the two
 // threads run side by side). Once its overflows have sent kShrinkBlocks blocks home without it
 // running empty (a long run of frees: the program is giving memory back), its limit halves.
-// A bin of blocks of kSendHomeMin bytes or more whose second overflow since it ran empty, on a
-// block of its own heap, walks home blocks in runs of one slab (trim_bin: kLongRun or more a
-// splice, blocks freed in allocation order, as a program frees what it built) closes
+// A bin of a tagged class (class_has_tag: the way home checks the tag) whose second overflow
+// since it ran empty, on a block of its own heap, walks home blocks in runs of one slab
+// (trim_bin: kLongRun or more a splice, blocks freed in allocation order, as a program frees
+// what it built) closes
 // (close_bin): it sends the rest home too, and until it next runs empty, its heap's blocks freed
 // past it go straight onto their slabs' lists (pool_try_send_home), other heaps' to their owners.
 // A run of frees then reads each block once, not again in a walk (sh6bench 0.91-0.93x the time,
@@ -568,26 +570,30 @@ std::size_t grown_bytes(const Heap* h, unsigned cls) {
   return std::size_t(limit_of(h, cls) - start_limit(cls)) * class_size(cls);
 }
 
-// Sets the limit of h's open bin of class `cls`; the heap's budget counts what limits have grown
-// past their start.
+// Sets the limit of h's bin of class `cls` (`limit` at least its start limit), or, closed, the
+// one it opens at, rounded down to its start limit doubled a whole number of times; the heap's
+// budget counts what limits have grown past their start.
 void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
   h->bin_bytes -= grown_bytes(h, cls);
-  h->bins[cls].limit = limit;
+  if (h->bins[cls].limit != 0)
+    h->bins[cls].limit = limit;
+  else
+    h->bin_overflows[cls] = std::uint8_t(std::bit_width(limit / start_limit(cls)) - 1);
   h->bin_bytes += grown_bytes(h, cls);
 }
 
 bool trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call);
 
 // Closes h's bin of class `cls` for a run of frees: sends its blocks home and sets its limit to
-// 0, so every free of the class takes the way past a full bin, straight home. It opens (open_bin)
-// at its limit rounded down to its start limit doubled a whole number of times.
+// 0, so every free of the class takes the way past a full bin, straight home. It keeps its limit
+// for when it opens (open_bin), as set_limit rounds it.
 void close_bin(Heap* h, unsigned cls) {
   trim_bin(h, cls, 0, "free()");
-  std::uint8_t doublings = 0;
-  while ((start_limit(cls) << (doublings + 1)) <= h->bins[cls].limit) ++doublings;
-  set_limit(h, cls, reopen_limit(cls, doublings));
-  h->bin_overflows[cls] = doublings;
-  h->bins[cls].limit = 0;  // grown_bytes unchanged: limit_of gives the same
+  const std::uint32_t limit = h->bins[cls].limit;
+  set_limit(h, cls, start_limit(cls));
+  h->bins[cls].limit = 0;  // closed at its start limit (no doublings): grown_bytes unchanged
+  h->bin_overflows[cls] = 0;
+  set_limit(h, cls, limit);
 }
 
 // Opens h's bin of class `cls` if closed: an allocation found it empty.
@@ -620,14 +626,8 @@ bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
     const unsigned c = h->steal_next;
     h->steal_next = (c + 1) % kHeapClasses;
     if (c == cls || limit_of(h, c) <= start_limit(c)) continue;
-    if (h->bins[c].limit == 0) {  // closed: it opens at half the limit
-      h->bin_bytes -= grown_bytes(h, c);
-      --h->bin_overflows[c];
-      h->bin_bytes += grown_bytes(h, c);
-      break;
-    }
-    set_limit(h, c, std::max(start_limit(c), h->bins[c].limit / 2));
-    trim_bin(h, c, h->bins[c].limit, "allocation");
+    set_limit(h, c, std::max(start_limit(c), limit_of(h, c) / 2));  // a closed bin's when it opens
+    trim_bin(h, c, h->bins[c].limit, "allocation");                 // none in a closed bin
     break;
   }
   return h->bin_bytes + bytes <= budget;
@@ -986,7 +986,7 @@ void free_other(Slab* s, void* p, bool may_close) {
   Bin& bin = h->bins[cls];
   if (bin.limit != 0) {
     if (!after_overflow(h, cls) && trim_bin(h, cls, bin.limit / 2, "free()") && may_close &&
-        h->bin_overflows[cls] >= 2 && class_size(cls) >= kSendHomeMin && slab_owner(s) == h) {
+        h->bin_overflows[cls] >= 2 && class_has_tag(cls) && slab_owner(s) == h) {
       bin_push(bin, p);  // checked in close_bin's walk with the rest
       return close_bin(h, cls);
     }
@@ -1013,7 +1013,7 @@ void pool_free_other(Slab* s, void* p) noexcept {
 void pool_free_untagged(Slab* s, void* p) noexcept {
   if (s->block_size >= 16) pool_tag_freed(p);
   Heap* h = tl_heap;
-  if (h->is_real && s->bin_class != kNoBin && !s->starter && h->bins[s->bin_class].limit == 0) {
+  if (h->is_real && s->bin_class != kNoBin && h->bins[s->bin_class].limit == 0) {
     open_bin(h, s->bin_class);  // no tag to check: the pools leave it in blocks they hand out
     return bin_push(h->bins[s->bin_class], p);
   }

@@ -195,10 +195,6 @@ inline constexpr std::uint32_t kChainInfoMin = 32;
 inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
-// Blocks of this size or more are freed straight home in a run of frees (the bin closed,
-// thread_heap.cpp close_bin): the classes with a freed tag, which the way home checks.
-inline constexpr std::size_t kSendHomeMin = 16;
-
 // What a heap's bin limits together may grow past their start limits, in bytes (thread_heap.cpp:
 // a bin that runs empty doubles its limit within it), at most. 4 MiB, tcmalloc's largest thread
 // cache: at 2 MiB, random sizes up to 64 KiB in random order (alloc_test) overflowed and refilled
