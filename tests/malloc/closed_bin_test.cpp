@@ -1,8 +1,8 @@
-// liballockit's bins in a run of frees: a bin of blocks of 16 bytes or more that overflows a
-// second time since it last ran empty, its walk finding the blocks in runs of one slab (freed in
-// allocation order), closes (thread_heap.cpp close_bin), its blocks and every block freed while
-// it is closed going straight home; the next allocation opens it. The pools' own frees, which
-// cannot check a block's tag, open it instead (pool_free_untagged).
+// liballockit's bins in a run of frees: a bin that overflows on blocks freed in allocation order
+// (runs of one slab) closes (thread_heap.cpp close_bin), on its first overflow when its newest
+// blocks show the runs, else on its second when its walk home finds them. Its blocks and every
+// block freed while it is closed go straight home; the next allocation opens it. The pools' own
+// frees, which cannot check a block's tag, open it instead (pool_free_untagged).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "allockit/allockit.h"
@@ -50,15 +51,24 @@ TEST(ClosedBin, ARunOfFreesClosesTheBinAndSendsBlocksStraightHome) {
     const unsigned cls = class_for(kSize, 8);
     std::vector<void*> v = malloc_many(40000);
     const Bin& bin = tl_heap->bins[cls];
-    std::uint32_t open_limit = bin.limit;
+    std::uint32_t open_limit = bin.limit, last_count = bin.count;
+    bool trimmed = false;
     const std::size_t left = free_from_back_until(v, [&] {
-      if (bin.limit != 0) open_limit = bin.limit;
-      return bin.limit == 0;
+      if (bin.limit == 0) return true;
+      trimmed = trimmed || bin.count < last_count;
+      open_limit = bin.limit;
+      last_count = bin.count;
+      return false;
     });
     ASSERT_GT(left, 2u) << "a run of 40,000 frees left the bin open";
+    EXPECT_FALSE(trimmed) << "the bin overflowed before it closed";
     EXPECT_EQ(bin.count, 0u);  // its blocks went home as it closed
-    EXPECT_EQ(pool_bin_limit(cls), std::bit_floor(open_limit / pool_start_limit(cls)) *
-                                       pool_start_limit(cls));  // kept for when it opens
+    // Kept for when it opens: raised, as a first overflow raises it, and a power of two times
+    // its start limit.
+    const std::uint32_t reopen = pool_bin_limit(cls);
+    EXPECT_GE(reopen, open_limit);
+    EXPECT_EQ(reopen % pool_start_limit(cls), 0u);
+    EXPECT_TRUE(std::has_single_bit(reopen / pool_start_limit(cls)));
     for (int i = 0; i < 2; ++i) {
       void* const p = v.back();
       ak_free(p);
@@ -67,20 +77,49 @@ TEST(ClosedBin, ARunOfFreesClosesTheBinAndSendsBlocksStraightHome) {
       EXPECT_EQ(bin.count, 0u);
     }
     void* const p = ak_malloc(kSize);  // finds it empty: opens it
-    EXPECT_GT(bin.limit, open_limit / 2);
+    EXPECT_GE(bin.limit, open_limit);
     ak_free(p);
     for (void* q : v) ak_free(q);
   });
 }
 
-// The 8-byte class carries no freed tag to check a block by on its way straight home: its bin
-// never closes.
-TEST(ClosedBin, TheBinOfTheUntaggedClassStaysOpen) {
+// When the bin's newest blocks, at its first overflow, come from scattered slabs, it stays open;
+// a later overflow closes it when its walk home finds runs.
+TEST(ClosedBin, ScatteredNewestBlocksLeaveTheClosingToTheWalk) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    const unsigned cls = class_for(kSize, 8);
+    std::vector<void*> v = malloc_many(60000);
+    const Bin& bin = tl_heap->bins[cls];
+    const std::uint32_t limit = bin.limit;
+    ASSERT_GT(limit, 16u + bin.count);
+    free_from_back_until(v, [&] { return bin.count == limit - 16; });
+    for (int i = 0; i < 16; ++i) {  // from the front, 400 blocks apart: one slab each
+      ak_free(std::exchange(v[std::size_t(i) * 400], nullptr));
+    }
+    ASSERT_EQ(bin.count, limit);
+    ak_free(v.back());  // the first overflow: the newest 16 are one slab each
+    v.pop_back();
+    ASSERT_NE(bin.limit, 0u);  // raised, or its newest half sent home
+    const std::size_t left = free_from_back_until(v, [&] { return bin.limit == 0; });
+    EXPECT_GT(left, 2u) << "the walk of the second overflow left the bin open";
+    for (void* q : v) ak_free(q);
+  });
+}
+
+// The 8-byte class carries no freed tag: its blocks go straight home unchecked, as its bin's walk
+// sends them, and its bin closes as the others do.
+TEST(ClosedBin, TheBinOfTheUntaggedClassClosesToo) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
   in_new_thread([] {
     const unsigned cls = class_for(8, 8);
     std::vector<void*> v = malloc_many(40000, 8);
-    EXPECT_EQ(free_from_back_until(v, [&] { return tl_heap->bins[cls].limit == 0; }), 0u);
+    ASSERT_GT(free_from_back_until(v, [&] { return tl_heap->bins[cls].limit == 0; }), 1u);
+    void* const p = v.back();
+    ak_free(p);
+    v.pop_back();
+    EXPECT_EQ(slab_of(p)->free, p);
+    for (void* q : v) ak_free(q);
   });
 }
 

@@ -421,8 +421,8 @@ void pool_after_sent_home(Slab* s) noexcept;
 // Block `p` of slab `s` of class `cls` (a bin's class), freed past its full bin in h: straight
 // onto its slab's list, returning true, when the bin is closed (limit 0: a run of frees, which
 // the bin would only pass on in its walks, each block's line read a second time) and h owns the
-// slab; else false, changing nothing. A block that carries its freed tag already (freed twice)
-// does not go, for the caller's checks to report; nor does the list's head.
+// slab; else false, changing nothing. A block of a tagged class that carries its freed tag
+// already (freed twice) does not go, for the caller's checks to report; nor does the list's head.
 inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
   if (h->bins[cls].limit != 0 || slab_owner(s) != h || s->free == p) return false;
   if (class_has_tag(cls)) {
