@@ -527,8 +527,9 @@ void collect_remote(Heap* h) {
 // blocks home, and until it next runs empty, its heap's blocks freed past it go straight onto
 // their slabs' lists (pool_try_send_home, which checks a tagged class's tag), other heaps' to
 // their owners. A run of frees then reads each block once, not again in a walk (sh6bench
-// 0.91-0.93x the time, paired; 0.96x more with the untagged 8-byte class closing too, 0.94x with
-// the first overflow closing), and the closed bin pins no slab. Blocks freed in random order
+// 0.91-0.93x the time, paired, when bins came to close on the second overflow; then 0.96x with
+// the untagged 8-byte class closing too, and 0.93-0.94x with the first overflow closing as well,
+// against the build before both), and the closed bin pins no slab. Blocks freed in random order
 // (scattered slabs: churn, or a bin that would pin a slab a block) keep the walks. What a thread
 // that frees everything and goes idle keeps is its bins: their start limits and at most
 // kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more (up to 64
