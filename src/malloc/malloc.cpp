@@ -179,7 +179,7 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
   // A closed bin (a run of frees) sends the block straight home, past the checks a bin makes.
   if (sealable || s->bin_class == kNoBin || tl_heap->bins[s->bin_class].limit == 0
           ? carries_freed_tag(p)
-          : pool_is_newest_free(s->bin_class, p))
+          : pool_is_newest_free(s, p))
     bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
   const bool seal = sealable && should_seal(s->block_size) &&
@@ -378,7 +378,7 @@ void free_any(const char* call, void* p) {
     // What the fast free skipped (block boundaries), then the freed-block tag (double free).
     if (!carved_pooled(p)) bad_pointer(call, "invalid pointer (not the start of a block)", p);
     Slab* s = slab_of(p);
-    if (!tag_freed(s, p) || (s->bin_class != kNoBin && pool_is_newest_free(s->bin_class, p)))
+    if (!tag_freed(s, p) || (s->bin_class != kNoBin && pool_is_newest_free(s, p)))
       bad_pointer(call, "double free detected", p);
     return pool_free_in(s, p);
   }

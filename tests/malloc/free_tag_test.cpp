@@ -253,6 +253,25 @@ TEST(FreeTagDeathTest, ASecondFreeOfABlockSentStraightHomeIsReportedAtTheCall) {
         << back;
 }
 
+// The 8-byte class has no tag: with its bin closed, a repeat of the last free, the head of its
+// slab's list, is the double free it catches, as its bin's newest block is when the bin is open.
+TEST(FreeTagDeathTest, ARepeatOfTheLastUntaggedFreeSentStraightHomeIsReported) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> b = slab_blocks(8, 40000);
+        for (void* p : b) ak_free(p);
+        auto* const again = static_cast<ak::detail::PoolBlock*>(b.back());
+        ak::detail::Slab* const s = ak::detail::slab_of(again);
+        if (ak::detail::tl_heap->bins[s->bin_class].limit != 0) std::_Exit(3);  // closed
+        if (s->free != again) std::_Exit(4);
+        ak_free(again);
+        std::_Exit(0);
+      },
+      kDoubleFree);
+}
+
 // A live block whose second word is near its tag is not taken for a freed one: 0 (a cleared tag),
 // a small number, the tag's low 32 bits, the tag but for bit 47 (checks compare 48 bits).
 void use_live_blocks_whose_word_is_near_their_tag(std::size_t size) {

@@ -453,9 +453,14 @@ inline bool pool_try_free(Slab* s, void* p) noexcept {
   return true;
 }
 
-// Whether block `p` of a class of `cls` is the newest in this thread's bin: freed just now.
-inline bool pool_is_newest_free(unsigned cls, const void* p) noexcept {
-  return tl_heap->bins[cls].free == p;
+// Whether block `p` of slab `s` (a bin's class) is the newest free block of its class in this
+// thread, freed just now: its bin's head, or, the bin closed (frees go straight home), the head of
+// its slab's list when the slab is this thread's. The 8-byte class, with no tag, catches a
+// repeated free by this alone.
+inline bool pool_is_newest_free(const Slab* s, const void* p) noexcept {
+  Heap* const h = tl_heap;
+  const Bin& bin = h->bins[s->bin_class];
+  return bin.limit != 0 || slab_owner(s) != h ? bin.free == p : s->free == p;
 }
 
 // Returns block `p` of slab `s` (small or medium), already tagged if 16 bytes or more, and, if its
