@@ -972,6 +972,20 @@ std::uint32_t pool_bin_limit(unsigned cls) noexcept {
 }
 
 namespace {
+// h's bin of class `cls` is full on a free: makes room for the block (its limit doubled, or its
+// most recent half sent home) and returns whether the bin closes instead, a run of frees of h's
+// own blocks (`own_run`: the freed block is h's and the caller checks tags while a bin is closed)
+// seen in its newest blocks on its first overflow since it ran empty, else in the walk of its
+// second. Closing on the first raises the limit as that overflow would: it opens at the same.
+bool overflow(Heap* h, unsigned cls, bool own_run) {
+  if (own_run && h->bin_overflows[cls] == 0 && bin_top_in_runs(h->bins[cls], cls)) {
+    raise_limit(h, cls);
+    return true;
+  }
+  return !after_overflow(h, cls) && trim_bin(h, cls, h->bins[cls].limit / 2, "free()") && own_run &&
+         h->bin_overflows[cls] >= 2;
+}
+
 // pool_free_other's work; its caller reports the slabs it cached once it returns. `may_close`:
 // the caller checks blocks' tags while a bin is closed (pool_free_in).
 void free_other(Slab* s, void* p, bool may_close) {
@@ -1006,18 +1020,10 @@ void free_other(Slab* s, void* p, bool may_close) {
   const unsigned cls = s->bin_class;
   Bin& bin = h->bins[cls];
   if (bin.limit != 0) {
-    if (may_close && h->bin_overflows[cls] == 0 && slab_owner(s) == h &&
-        bin_top_in_runs(bin, cls)) {
-      raise_limit(h, cls);  // as a first overflow does: it opens at twice the limit
-      bin_push(bin, p);     // checked in close_bin's walk with the rest
-      return close_bin(h, cls);
-    }
-    if (!after_overflow(h, cls) && trim_bin(h, cls, bin.limit / 2, "free()") && may_close &&
-        h->bin_overflows[cls] >= 2 && slab_owner(s) == h) {
-      bin_push(bin, p);  // checked in close_bin's walk with the rest
-      return close_bin(h, cls);
-    }
-    return bin_push(bin, p);
+    const bool closes = overflow(h, cls, may_close && slab_owner(s) == h);
+    bin_push(bin, p);  // a closing bin checks it in its walk with the rest
+    if (closes) close_bin(h, cls);
+    return;
   }
   // Closed: the caller checked the block's tag (pool_free_in).
   if (slab_owner(s) != h) return batch_remote(h, s, p);

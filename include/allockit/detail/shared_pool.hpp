@@ -460,7 +460,7 @@ inline bool pool_try_free(Slab* s, void* p) noexcept {
 inline bool pool_is_newest_free(const Slab* s, const void* p) noexcept {
   Heap* const h = tl_heap;
   const Bin& bin = h->bins[s->bin_class];
-  return bin.limit != 0 || slab_owner(s) != h ? bin.free == p : s->free == p;
+  return bin.limit != 0 ? bin.free == p : slab_owner(s) == h && s->free == p;
 }
 
 // Returns block `p` of slab `s` (small or medium), already tagged if 16 bytes or more, and, if its
