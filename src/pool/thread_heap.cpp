@@ -536,11 +536,7 @@ void collect_remote(Heap* h) {
 // threads; past that, kMinHeapBinBytes each), each block pinning at most one otherwise empty
 // slab; a long run of frees first shrinks them to their start limits (100,000 blocks freed in
 // random order leave a 64-block bin).
-// At most 2,048 blocks a bin: past that a bin bought no time on any workload (paired, 5-7 rounds:
-// all within 2%), and threads freeing each other's bursts grew their limits to 8,192 blocks a
-// class, holding each other's blocks while their own slabs were carved anew: xmalloc's peak RSS
-// 9.2 -> 7.4 MiB at 8,192 -> 2,048 (1,024: 6.0 MiB but 1.07x the time).
-constexpr std::uint32_t kMaxBinBlocks = 2048;
+constexpr std::uint32_t kMaxBinBlocks = 8192;
 constexpr std::uint32_t kShrinkBlocks = kMaxBinBlocks / 2;
 
 // A bin's first limit: about 16 KiB of blocks, at least 8 and at most 64; a medium class starts

@@ -211,30 +211,6 @@ TEST(Bins, GrownBinsTogetherStayWithinTheHeapsBudget) {
   });
 }
 
-// A bin's limit stops doubling at 2,048 blocks, however often it runs empty and however much of
-// the heap's budget is left: 8,192 blocks a class of another thread's bursts pinned its slabs.
-TEST(Bins, ABinsLimitStopsAt2048Blocks) {
-  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
-  in_new_thread([] {
-    using namespace ak::detail;
-    constexpr std::size_t kSmall = 16;
-    const unsigned cls = class_of(kSmall);
-    std::mt19937 rng(3);
-    std::vector<void*> v(6000);
-    std::uint32_t highest = 0;
-    for (int round = 0; round < 8; ++round) {
-      for (auto& p : v) p = ak::pool_allocate(kSmall, 8);  // runs the bin empty: it doubles
-      highest = std::max(highest, pool_bin_limit(cls));
-      EXPECT_LT(tl_heap->bin_bytes, kHeapBinBytes / 8);  // the cap stops it, not the budget
-      std::shuffle(v.begin(), v.end(), rng);  // no runs: the bin stays open (and shrinks)
-      for (void* p : v) ak::pool_deallocate(p, kSmall, 8);
-      EXPECT_LE(tl_heap->bins[cls].count, 2048u);
-    }
-    EXPECT_EQ(highest, 2048u);
-    ak::pool_trim();
-  });
-}
-
 // Many threads holding heaps share kAllBinBytes: each heap's bins grow by an equal share at most.
 TEST(Bins, ManyThreadsShareOneBudgetForGrownBins) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
