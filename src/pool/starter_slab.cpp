@@ -69,7 +69,7 @@ void* starter_alloc(unsigned cls) noexcept {
   // side by side, and threads writing them took each other's lines (xmalloc 7% slower).
   const std::size_t bytes = align_up(size, kStarterLine);
   std::atomic<std::uint16_t>& used = g_starter.class_bytes[cls];
-  if (used.load(std::memory_order_relaxed) + bytes > kStarterClassBytes) return nullptr;
+  if (used.load(std::memory_order_relaxed) + bytes > starter_share(bytes)) return nullptr;
   // Every block is whole lines: the bump pointer stays on a line.
   char* const end = g_starter.data + kStarterBlockBytes;
   char* p = g_starter.next.load(std::memory_order_relaxed);

@@ -3,12 +3,15 @@
 // Each class used gets a 64 KiB slab of its own, whose first page the first block touches: a
 // short process that uses 20 classes took 20 page faults (about 3 us each here) for a few KiB of
 // blocks, most of what it paid for allockit over glibc's compact heap. So the first blocks of each
-// small class of up to kStarterClassBytes, up to that many bytes of it, are bumped out of one
-// shared slab instead, in class order of first use, each block on cache lines of its own,
-// touching one page per 4 KiB handed out. (8 KiB, not 4: a shell's fork child takes one 8 KiB
-// buffer, which cost a slab, and two page faults, per child.) A class that needs more gets its own
-// slab, as before. The starter slab is a 64 KiB slab like any other, so its blocks are found,
-// freed and measured through its header; it hands out kStarterBlockBytes of blocks, from its
+// small class of up to kStarterClassBytes, up to kStarterClassBlocks blocks of it and no more
+// than that many bytes (starter_share), are bumped out of one shared slab instead, in class order
+// of first use, each block on cache lines of its own, touching one page per 4 KiB handed out.
+// (8 KiB, not 4: a shell's fork child takes one 8 KiB buffer, which cost a slab, and two page
+// faults, per child. 16 blocks, not 8 KiB of any class: every allocation and free of a starter
+// block is a slow call, and a 24-byte class had 128 blocks there; ngram-shake1's replay made 390
+// such allocations and 481 such frees, 0.9% of its calls: its p99.) A class that needs more gets
+// its own slab, as before. The starter slab is a 64 KiB slab like any other, so its blocks are
+// found, freed and measured through its header; it hands out kStarterBlockBytes of blocks, from its
 // base (its header sits apart, in its region's table).
 //
 // A block freed by a thread with a heap joins that thread's bin of its class, so a class that
@@ -43,6 +46,7 @@
 namespace ak::detail {
 
 inline constexpr std::size_t kStarterClassBytes = 8192;
+inline constexpr std::size_t kStarterClassBlocks = 16;
 inline constexpr std::uint32_t kStarterClassFrees = 8;
 inline constexpr std::uint32_t kStarterBinFrees = 32;
 inline constexpr std::size_t kStarterLine = 64;  // block alignment, size and map granularity
@@ -64,6 +68,12 @@ struct StarterState {
   std::atomic<std::uint8_t> map[kStarterBlockBytes / kStarterLine] = {};
 };
 static_assert(kStarterClassBytes < 0xffff && kStarterBinFrees < 0xffff);
+
+// The bytes of lines a class whose blocks take `line_bytes` each may have from the starter slab.
+constexpr std::size_t starter_share(std::size_t line_bytes) noexcept {
+  return line_bytes * kStarterClassBlocks < kStarterClassBytes ? line_bytes * kStarterClassBlocks
+                                                               : kStarterClassBytes;
+}
 
 // Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its
 // own slab would give), or null when the class has had its share, the slab is used up or cannot
