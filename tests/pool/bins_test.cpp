@@ -79,11 +79,20 @@ TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
     const unsigned cls = ak::detail::class_for(kSize, 8);
     std::vector<void*> v;
     // Fresh slabs hand out untouched blocks, so the bin stays empty; its limit grows each time
-    // the bin runs dry, to 256 here.
+    // the bin runs dry (to 512 here), about as fast as this thread takes blocks. Another
+    // thread's blocks make up the twice the limit and one that are freed here, freed last: they
+    // join this thread's bin as its own do, but one past a full bin goes to its owner.
     for (int i = 0; i < 600; ++i) v.push_back(ak::pool_allocate(kSize, 8));
     const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
     const std::uint32_t limit = bin.limit;
     ASSERT_GE(limit, 64u);
+    ASSERT_LE(limit, 4096u);  // so it can double (bins stop at 8,192 blocks)
+    std::vector<void*> other;
+    std::thread([&] {
+      while (v.size() + other.size() < 2 * limit + 1) other.push_back(ak::pool_allocate(kSize, 8));
+    }).join();
+    v.insert(v.begin(), other.begin(), other.end());  // freed last
+    ASSERT_EQ(bin.limit, limit);
     ASSERT_LE(2 * limit + 1, v.size());
     auto free_one = [&] {
       ak::pool_deallocate(v.back(), kSize, 8);
