@@ -37,6 +37,7 @@
 // heap. Off in checked (debug) builds, whose slabs keep a state bit per block.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -71,8 +72,7 @@ static_assert(kStarterClassBytes < 0xffff && kStarterBinFrees < 0xffff);
 
 // The bytes of lines a class whose blocks take `line_bytes` each may have from the starter slab.
 constexpr std::size_t starter_share(std::size_t line_bytes) noexcept {
-  return line_bytes * kStarterClassBlocks < kStarterClassBytes ? line_bytes * kStarterClassBlocks
-                                                               : kStarterClassBytes;
+  return std::min(line_bytes * kStarterClassBlocks, kStarterClassBytes);
 }
 
 // Returns: a block of small class `cls` from the starter slab, 64-byte aligned (at least what its

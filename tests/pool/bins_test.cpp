@@ -79,9 +79,9 @@ TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
     const unsigned cls = ak::detail::class_for(kSize, 8);
     std::vector<void*> v;
     // Fresh slabs hand out untouched blocks, so the bin stays empty; its limit grows each time
-    // the bin runs dry (to 512 here), about as fast as this thread takes blocks. Another
-    // thread's blocks make up the twice the limit and one that are freed here, freed last: they
-    // join this thread's bin as its own do, but one past a full bin goes to its owner.
+    // the bin runs dry (to 512 here), about as fast as this thread takes blocks, so its own can
+    // never be twice the limit and one. Another thread's blocks make up the rest, freed last:
+    // they join this thread's bin as its own do, but one past a full bin goes to its owner.
     for (int i = 0; i < 600; ++i) v.push_back(ak::pool_allocate(kSize, 8));
     const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
     const std::uint32_t limit = bin.limit;
