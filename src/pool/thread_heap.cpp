@@ -209,6 +209,7 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t capacity = std::size_t(base + slab_bytes - tail_guard - data) / block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
+  s->tag_word = class_has_tag(cls) ? 1 : 0;
   s->checked = g_checked_slabs;
   s->bin_class = s->checked ? kNoBin : std::uint8_t(cls);
   s->owner_tag = addr(h) | (s->checked ? 1 : 0);

@@ -327,6 +327,47 @@ TEST(FreeTagDeathTest, WriteAfterFreeOverTheTagIsCaughtAtTheNextMalloc) {
   ak_free(ak_malloc(48));
 }
 
+// The fast free stores a block's tag in the word its class keeps it in (Slab::tag_word), with no
+// test of the class: the second word from 16 bytes up; an 8-byte block has no second word of its
+// own, so its tag goes to its first, under the link. Freed in a random mix of classes and taken
+// again, 8-byte blocks leave their neighbours (other live 8-byte blocks) untouched, and blocks of
+// 16 bytes or more carry the tag where every check looks for it.
+TEST(FreeTag, EachClassTagsTheWordItKeepsItsTagInAndNoOther) {
+  std::vector<void*> tiny = slab_blocks(8, 600);
+  std::sort(tiny.begin(), tiny.end());
+  auto pattern = [](void* p) { return ~reinterpret_cast<std::uintptr_t>(p); };
+  for (void* p : tiny) *static_cast<std::uintptr_t*>(p) = pattern(p);
+  std::vector<void*> freed, others;
+  unsigned rng = 1;
+  for (std::size_t i = 0; i < tiny.size(); i += 2) {
+    rng = rng * 1103515245 + 12345;
+    if (rng >> 30 & 1) {  // a block of a tagged class between two 8-byte frees, at random
+      void* q = slab_blocks(16 + (rng >> 20) % 100, 1)[0];
+      ak_free(q);
+      if (!ak::kDebugBuild) {
+        EXPECT_TRUE(ak::detail::pool_carries_tag(q)) << q;
+      }
+      others.push_back(ak_malloc(16 + (rng >> 20) % 100));
+    }
+    ak_free(tiny[i]);
+    freed.push_back(tiny[i]);
+  }
+  for (std::size_t i = 1; i < tiny.size(); i += 2)
+    ASSERT_EQ(*static_cast<std::uintptr_t*>(tiny[i]), pattern(tiny[i])) << i;
+  std::vector<void*> again;
+  for (std::size_t i = 0; i < freed.size(); ++i) {
+    void* p = ak_malloc(8);
+    *static_cast<std::uintptr_t*>(p) = pattern(p);
+    again.push_back(p);
+  }
+  for (std::size_t i = 1; i < tiny.size(); i += 2)
+    EXPECT_EQ(*static_cast<std::uintptr_t*>(tiny[i]), pattern(tiny[i])) << i;
+  for (void* p : again) EXPECT_EQ(*static_cast<std::uintptr_t*>(p), pattern(p));
+  for (void* p : again) ak_free(p);
+  for (void* p : others) ak_free(p);
+  for (std::size_t i = 1; i < tiny.size(); i += 2) ak_free(tiny[i]);
+}
+
 // The shared pools' frees tag blocks too: malloc pops blocks the pools freed, and the pools pop
 // blocks malloc freed, without a false report, across a bin walk and at exit.
 void share_bins_between_pools_and_malloc() {
