@@ -100,6 +100,35 @@ TEST(Timeline, AnUnstampedMallocIsMatchedWithAFreeBeforeItsThreadsNextStamp) {
   EXPECT_EQ(resolve(late).problems.reused_live, 1u);
 }
 
+// Each thread's calls are in order already; the global order merges the threads. An address
+// handed along six threads in an order that interleaves them (a seventh has no call), each
+// freeing what another took, with stamps tied across threads, resolves with nothing to repair:
+// a call taken out of its time order would free a block before it was taken.
+TEST(Timeline, CallsOfManyThreadsMergeIntoTheirTimeOrder) {
+  constexpr uint32_t kRounds = 60, kOrder[] = {0, 3, 1, 5, 2, 4};
+  Trace t;
+  for (uint32_t i = 0; i < 7; ++i) t.threads.push_back({i + 1, i + 11, {}, {}});
+  std::vector<std::pair<uint32_t, size_t>> taken, freed;  // (thread, event) per round
+  for (uint32_t r = 0; r < kRounds; ++r) {
+    const uint32_t th = kOrder[r % 6], next = kOrder[(r + 1) % 6];
+    auto& mine = t.threads[th].events;
+    taken.push_back({th, mine.size()});
+    mine.push_back(ev(Op::kMalloc, 100 * r, 8, 0, 0x100));
+    auto& theirs = t.threads[next].events;
+    freed.push_back({next, theirs.size()});
+    theirs.push_back(ev(Op::kFree, 100 * r + 50, 0x100, 0, 0));
+    mine.push_back(ev(Op::kMalloc, 100 * r + 50, 16, 0, 0x10000 + 16 * r));  // a tie, kept live
+  }
+  for (const auto& th : t.threads) t.events += th.events.size();
+  const Timeline tl = resolve(t);
+  EXPECT_EQ(tl.problems.total(), 0u);
+  EXPECT_EQ(tl.cross_thread_frees, kRounds);
+  for (uint32_t r = 0; r < kRounds; ++r)
+    EXPECT_EQ(tl.per_thread[freed[r].first][freed[r].second].old_slot,
+              tl.per_thread[taken[r].first][taken[r].second].slot)
+        << r;
+}
+
 TEST(Timeline, AnUnstampedMallocWaitsForTheLastFreeOfItsAddressWithinItsStamps) {
   // Thread 2's malloc of 0x100 lies between t=20 and t=1000; meanwhile thread 3 freed thread 1's
   // block at 0x100 (t=100), took it again (t=200) and freed it (t=300). Thread 2 got it after

@@ -98,9 +98,35 @@ class Resolver {
   uint64_t live_bytes_ = 0, live_count_ = 0;
 };
 
+// Sorts `keys`, made of sorted runs starting at `runs` (ending with keys.size()): each thread's
+// keys are in order already (times made non-decreasing along the thread, then call order), so
+// merging the runs pairwise, between `keys` and one buffer of its size, costs n log(threads)
+// comparisons. std::sort cost n log(n) and went to its heapsort fallback on these runs: 17% of
+// `allockit top` on 10.8M events from 121 threads.
+void merge_runs(std::vector<Key>& keys, std::vector<size_t> runs) {
+  if (runs.size() <= 2) return;
+  std::vector<Key> other(keys.size());
+  while (runs.size() > 2) {
+    std::vector<size_t> merged{runs[0]};
+    size_t r = 0;
+    for (; r + 2 < runs.size(); r += 2) {
+      std::merge(keys.begin() + runs[r], keys.begin() + runs[r + 1], keys.begin() + runs[r + 1],
+                 keys.begin() + runs[r + 2], other.begin() + runs[r]);
+      merged.push_back(runs[r + 2]);
+    }
+    if (r + 1 < runs.size()) {  // an odd run left over
+      std::copy(keys.begin() + runs[r], keys.begin() + runs[r + 1], other.begin() + runs[r]);
+      merged.push_back(runs[r + 1]);
+    }
+    keys.swap(other);
+    runs = std::move(merged);
+  }
+}
+
 Resolver::Resolver(const Trace& trace) : trace_(trace) {
   keys_.reserve(trace.events + trace.events / 8);
   tl_.per_thread.resize(trace.threads.size());
+  std::vector<size_t> runs;  // where each thread's keys start
   for (uint32_t ti = 0; ti < trace.threads.size(); ++ti) {
     const auto& evs = trace.threads[ti].events;
     tl_.per_thread[ti].resize(evs.size());
@@ -111,6 +137,7 @@ Resolver::Resolver(const Trace& trace) : trace_(trace) {
     // thread's previous stamp, the earliest it can have happened (not where place_unstamped put
     // it): the matching across threads looks ahead from there to its latest.
     uint64_t last = 0;
+    runs.push_back(keys_.size());
     for (uint32_t i = 0; i < evs.size(); ++i) {
       const Event& e = evs[i];
       if (releases(e)) {
@@ -123,7 +150,8 @@ Resolver::Resolver(const Trace& trace) : trace_(trace) {
       }
     }
   }
-  std::sort(keys_.begin(), keys_.end());
+  runs.push_back(keys_.size());
+  merge_runs(keys_, runs);
   if (!keys_.empty()) tl_.first_ns = keys_.front().time, tl_.last_ns = keys_.back().time;
   // The recorder's memory samples, in time order: each follows a tick of the clock that makes
   // the next call of every thread stamp itself (sampled_stamp).
