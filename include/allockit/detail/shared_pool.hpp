@@ -442,6 +442,13 @@ inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept
   return true;
 }
 
+// Tags block `p` of slab `s` as freed, as the fast frees do: in the word Slab::tag_word names,
+// with no branch on the class; an 8-byte block's tag lands in its link's word, which the push
+// then overwrites.
+inline void pool_tag_freed_in(const Slab* s, void* p) noexcept {
+  static_cast<std::uintptr_t*>(p)[s->tag_word] = pool_free_tag(p);
+}
+
 // liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto this
 // thread's bin, tagged, and returns true; returns false, changing nothing, for a full bin or a
 // thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block freed twice
@@ -453,7 +460,7 @@ inline bool pool_try_free(Slab* s, void* p) noexcept {
   const unsigned cls = s->bin_class;  // not kNoBin: pool_may_fast_free passed
   Bin& bin = tl_heap->bins[cls];
   if (bin.count >= bin.limit || bin.free == p) return false;
-  static_cast<std::uintptr_t*>(p)[s->tag_word] = pool_free_tag(p);  // class 0: the link's word
+  pool_tag_freed_in(s, p);
   bin_push(bin, p);
   return true;
 }
@@ -492,7 +499,7 @@ inline void pool_free(void* p) noexcept {
   if (const unsigned cls = s->bin_class; cls != kNoBin) [[likely]] {
     Bin& bin = tl_heap->bins[cls];
     if (bin.count < bin.limit) [[likely]] {
-      static_cast<std::uintptr_t*>(p)[s->tag_word] = pool_free_tag(p);  // as pool_try_free
+      pool_tag_freed_in(s, p);
       return bin_push(bin, p);
     }
   }
