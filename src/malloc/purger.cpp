@@ -10,8 +10,10 @@
 // than it saves: creating it and tearing it down at exit cost about 60 us here, while `sort` on an
 // empty file (which frees an 8 MiB buffer) runs 1 ms in all, and nothing cached can be purged
 // before the purge delay (1 s) anyway. What a young process caches below 16 MiB is purged by the
-// first later cache event that starts the purger, or by allocator activity. A forked child has no
-// purger: it purges on allocator activity.
+// first later cache event that starts the purger, or by allocator activity. A forked child never
+// has a purger, neither its parent's nor one of its own: it purges on allocator activity. A child
+// of a multi-threaded parent may call only async-signal-safe functions (POSIX), which
+// pthread_create is not, and ThreadSanitizer kills a process that tries.
 //
 // It also releases the large blocks' draining ranges (large_cache.hpp) as soon as a free hands
 // one over (request_drain): the one wake-up allocator threads send, only for frees that empty a
@@ -38,6 +40,7 @@ constinit os::Wakeup g_wakeup;
 AK_EARLY_DATA std::atomic<std::size_t> g_cached_while_young{0};
 // Set before any thread exists; 0: loaded long ago (treated as old).
 AK_EARLY_DATA std::uint64_t g_load_ns = 0;
+AK_EARLY_DATA int g_load_pid = 0;  // the process that loaded the library; 0: unknown
 
 void purger_main() {
   g_running.store(true, std::memory_order_release);
@@ -71,6 +74,7 @@ void request_drain() noexcept {
 
 void note_load_time() noexcept {
   g_load_ns = os::coarse_now_ns_by_syscall();  // no vDSO page faults at load
+  g_load_pid = os::process_id();
 }
 
 void start_background_purge(std::size_t bytes) noexcept {
@@ -79,7 +83,10 @@ void start_background_purge(std::size_t bytes) noexcept {
       g_cached_while_young.fetch_add(bytes, std::memory_order_relaxed) + bytes < kEagerBytes)
     return;
   if (g_started.exchange(true)) return;
-  if (!os::on_fork_child(forget_purger_in_child)) return;  // a child must not hand it work
+  // One system call per process, here rather than in a fork handler: a write in every child
+  // would cost each fork+exec a copy-on-write fault.
+  if (g_load_pid != 0 && os::process_id() != g_load_pid) return;  // a forked child
+  if (!os::on_fork_child(forget_purger_in_child)) return;         // a child must not hand it work
   if (!os::start_thread(purger_main) && options().verbose)
     Message().str("allockit: no background purge (thread refused)").print();
 }

@@ -66,6 +66,10 @@ bool single_threaded() noexcept {
   return __libc_single_threaded != 0;
 }
 
+int process_id() noexcept {
+  return int(::syscall(SYS_getpid));
+}
+
 bool on_fork(void (*prepare)(), void (*after)()) noexcept {
   return ::pthread_atfork(prepare, after, after) == 0;
 }

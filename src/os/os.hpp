@@ -131,6 +131,10 @@ class Wakeup {
 // other thread can hold a lock at fork().
 bool single_threaded() noexcept;
 
+// The calling process's id, by system call (glibc caches none): compared with one taken at load, it
+// tells a forked child from the process that loaded the library.
+int process_id() noexcept;
+
 // Registers fork handlers (pthread_atfork): `prepare` runs in the parent before fork, `after` in
 // both parent and child afterwards. Returns false on failure.
 bool on_fork(void (*prepare)(), void (*after)()) noexcept;

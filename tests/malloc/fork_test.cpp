@@ -4,11 +4,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "allockit/allockit.h"
+
+namespace {
+
+int threads_of_this_process() {
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return -1;
+  int n = 0;
+  while (const dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  closedir(dir);
+  return n;
+}
+
+}  // namespace
 
 TEST(MallocFork, ChildOfABusyMultiThreadedParentAllocates) {
   std::atomic<bool> stop{false};
@@ -29,4 +46,24 @@ TEST(MallocFork, ChildOfABusyMultiThreadedParentAllocates) {
   }
   stop = true;
   for (auto& t : busy) t.join();
+}
+
+// A forked child starts no background purger, even one old enough and caching enough to start one:
+// a child of a multi-threaded parent may not create threads (POSIX allows it async-signal-safe
+// calls only). Its cached memory is purged by its own allocator calls.
+TEST(MallocFork, AChildStartsNoThreadOfItsOwn) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the young process's wait
+    void* blocks[16];
+    for (void*& b : blocks) b = ak_malloc(std::size_t(4) << 20);
+    for (void* b : blocks) ak_free(b);  // 64 MiB cached: enough to start a purger at any age
+    for (int k = 0; k < 100000; ++k) ak_free(ak_malloc(std::size_t(k % 64 + 1) * 1024));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    _exit(threads_of_this_process() == 1 ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child runs a thread of its own";
 }
