@@ -1,10 +1,9 @@
 // fork from a multi-threaded process: the child must be able to allocate and free even if another
-// thread held an allocator lock at the moment of fork.
+// thread held an allocator lock at the moment of fork, and must start no thread of its own.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <atomic>
 #include <chrono>
