@@ -69,11 +69,11 @@ class Resolver {
     return trace_.threads[k.thread].events[k.index & ~kAcquire];
   }
   bool unstamped(const Key& k) const { return event(k).unstamped; }
+  uint64_t placed(const Key& k) const;
+  uint64_t latest(const Key& k) const;
   static uint32_t fingerprint(uint64_t address) { return uint32_t(address >> 3); }
   bool acquires(size_t j, uint64_t address) const;
   bool releases_at(size_t j, uint64_t address) const;
-  uint64_t placed(const Key& k) const;
-  uint64_t latest(const Key& k) const;
   template <class Visit>
   void scan_ahead(size_t i, Visit&& visit) const;
   template <class Visit>
