@@ -71,8 +71,8 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
 
 // No resident range holds `need`: the largest one grows to it with mremap, so its pages move
 // (no copy, no fault) and only the rest is new, for which as many draining bytes are released
-// first (release_draining). Fails when the range spans two kernel mappings (merged neighbours):
-// the range then stays cached.
+// first (release_draining). A range of several kernel mappings (merged neighbours, pages moved
+// before) moves a mapping at a time (os::remap). When even that fails, the range stays cached.
 LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i)

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 
 #include "os/os.hpp"
 
@@ -76,9 +77,9 @@ constexpr int kMoveOut = MREMAP_MAYMOVE | MREMAP_DONTUNMAP | MREMAP_FIXED;
 // 1-4 MiB buffers, each emptied in place at 250-300 us instead). A piece that fails so is halved
 // until it fits; the rest follows: one system call for a single mapping, about 2 log2(pages) a
 // boundary between mappings at worst (Linux 6.17 and later move several mappings in one call to
-// a fixed address). False when a piece cannot move at all (a hole, the mapping count limit): the
-// pieces moved so far are in the reservation then.
-bool move_in_pieces(char* p, std::size_t bytes, char* at) noexcept {
+// a fixed address). Returns the bytes moved: fewer than `bytes` when a piece cannot move at all
+// (a hole, the mapping count limit), the pieces moved so far being in the reservation then.
+std::size_t move_in_pieces(char* p, std::size_t bytes, char* at) noexcept {
   const std::size_t page = Linux::page_size();
   std::size_t done = 0, piece = bytes;
   while (done < bytes) {
@@ -88,10 +89,10 @@ bool move_in_pieces(char* p, std::size_t bytes, char* at) noexcept {
     } else if (errno == EFAULT && piece > page) {
       piece = detail::align_up(piece / 2, page);
     } else {
-      return false;
+      break;
     }
   }
-  return true;
+  return done;
 }
 
 // move_pages_out into a reservation: one page table larger when `phase`, to hold an address of
@@ -102,7 +103,7 @@ void* move_to_reservation(char* p, std::size_t bytes, bool phase) noexcept {
   if (res == MAP_FAILED) return nullptr;
   const std::size_t head = phase ? (detail::addr(p) - detail::addr(res)) & (kPageTableSpan - 1) : 0;
   char* const at = static_cast<char*>(res) + head;
-  if (!move_in_pieces(p, bytes, at)) {
+  if (move_in_pieces(p, bytes, at) < bytes) {
     ::munmap(res, span);
     return nullptr;
   }
@@ -138,8 +139,23 @@ void* map_accounted(std::size_t bytes, std::size_t align) noexcept {
 }
 
 void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept {
+  const int saved = errno;
   void* q = ::mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
-  return q == MAP_FAILED ? nullptr : q;
+  if (q != MAP_FAILED) return q;
+  if (errno != EFAULT || new_bytes < old_bytes) return nullptr;
+  // [p, p+old_bytes) spans several mappings (cached ranges merged, or pieces moved apart before):
+  // its pages move piece by piece to the head of a new mapping (move_in_pieces), and any a
+  // piece could not take (the mapping count limit) are copied.
+  void* fresh =
+      ::mmap(nullptr, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (fresh == MAP_FAILED) return nullptr;
+  char* const from = static_cast<char*>(p);
+  char* const to = static_cast<char*>(fresh);
+  const std::size_t moved = move_in_pieces(from, old_bytes, to);
+  if (moved < old_bytes) std::memcpy(to + moved, from + moved, old_bytes - moved);
+  ::munmap(p, old_bytes);
+  errno = saved;
+  return fresh;
 }
 
 void* move_pages_out(void* p, std::size_t bytes) noexcept {

@@ -65,7 +65,9 @@ TEST(OsMemory, MovePagesOutKeepsTheOldRangeMappedAndEmpty) {
     auto* q = static_cast<unsigned char*>(os::move_pages_out(p, bytes));
     if (q == nullptr) GTEST_SKIP() << "this kernel has no MREMAP_DONTUNMAP (Linux 5.7)";
     EXPECT_NE(q, p);
-    if (bytes >= 4 * span) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % span, 3 * page);
+    if (bytes >= 4 * span) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % span, 3 * page);
+    }
     EXPECT_EQ(os::resident_bytes(p, bytes), 0u);
     EXPECT_EQ(os::resident_bytes(q, bytes), bytes);
     for (std::size_t i = 0; i < bytes; i += page) {
@@ -112,6 +114,40 @@ TEST(OsMemory, MovePagesOutMovesARangeOfSeveralMappings) {
     os::release(q, bytes);
     os::release(p, bytes);
   }
+}
+
+// Growing such a range (the large cache grows its largest resident range for a request none
+// holds) keeps every byte and its pages: mremap alone refuses a range of several mappings, so
+// its pages move one mapping at a time into a new mapping, which gets the rest; the old range is
+// given back.
+TEST(OsMemory, RemapGrowsARangeOfSeveralMappings) {
+  const std::size_t page = os::page_size();
+  const std::size_t bytes = 24 * page, grown = 40 * page;
+  auto* p = static_cast<unsigned char*>(os::map(bytes, page));
+  ASSERT_NE(p, nullptr);
+  auto* other = static_cast<unsigned char*>(os::map(5 * page, page));
+  ASSERT_NE(other, nullptr);
+  other[0] = 1;  // pages of its own: moved, it stays a mapping apart
+  ASSERT_NE(::mremap(other, 5 * page, 5 * page, MREMAP_MAYMOVE | MREMAP_FIXED, p + 7 * page),
+            MAP_FAILED);
+  for (std::size_t i = 0; i < bytes; i += page) p[i] = static_cast<unsigned char>(i / page + 1);
+  void* probe = ::mremap(p, bytes, grown, MREMAP_MAYMOVE);
+  if (probe != MAP_FAILED) {
+    os::release(probe, grown);
+    GTEST_SKIP() << "the kernel merged the mappings, or grows across them";
+  }
+  ASSERT_EQ(errno, EFAULT);
+  errno = 0;
+  auto* q = static_cast<unsigned char*>(os::remap(p, bytes, grown));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(errno, 0);
+  for (std::size_t i = 0; i < bytes; i += page)
+    ASSERT_EQ(q[i], static_cast<unsigned char>(i / page + 1)) << i;
+  for (std::size_t i = bytes; i < grown; i += page) ASSERT_EQ(q[i], 0) << i;
+  q[grown - 1] = 1;                                // the new tail is writable
+  EXPECT_EQ(os::resident_bytes(q, bytes), bytes);  // moved, not copied and faulted back
+  EXPECT_EQ(::msync(p, page, 0), -1);              // the old range is gone (ENOMEM: unmapped)
+  os::release(q, grown);
 }
 
 // The coarse clock read by a system call (at load, where the vDSO's pages would fault in) is the
