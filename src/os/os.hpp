@@ -28,9 +28,9 @@ void* map(std::size_t bytes, std::size_t align) noexcept;
 // As map(), but accounted against the overcommit limit like glibc's own mappings, so a request no
 // memory could ever back fails here (ENOMEM) instead of being granted: for user-sized blocks.
 void* map_accounted(std::size_t bytes, std::size_t align) noexcept;
-// Resize a mapping from map(), moving it if needed (mremap; a range spanning several mappings
-// moves piece by piece into a new one). Returns the new address or null, in which case the old
-// mapping is untouched.
+// Resize a mapping from map() or map_accounted(), moving it if needed (mremap; a range spanning
+// several mappings moves piece by piece into a new one, accounted as map_accounted's). Returns
+// the new address or null, in which case the old mapping is untouched.
 void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept;
 // Moves the pages of mapping range [p, p+bytes) (page multiples) to a new range and returns it;
 // [p, p+bytes) stays mapped, empty (reads zero). A range spanning several mappings moves one
