@@ -7,19 +7,17 @@ change needs before the full suites run:
 Each allocator is a name `make bench-malloc` knows (glibc, jemalloc, mimalloc, tcmalloc,
 allockit: this build's liballockit.so) or the path of a library to preload. Every round runs each
 allocator once in its own process, the order rotated by one each round (benchlib.rotations), so
-load that drifts on a shared host hits all alike. Printed per allocator: the median wall time
-and peak RSS (the workload's own measurement, from its JSON line), and the median over rounds of
-its time over the first allocator's in the same round, with the lowest and highest of those
-ratios (how far this host moves one cell).
+load that drifts on a shared host hits all alike. The runs and cells are `make bench-malloc`'s
+(run_malloc_bench.run_workload): per allocator the median wall time and peak RSS (the
+workload's own measurement), and the median over rounds of its time over the first allocator's
+in the same round, with the lowest and highest of those ratios (how far this host moves a cell).
 """
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 
 import benchlib
+from run_malloc_bench import middle, paired_ratios, run_workload
 
 
 def resolve(build, name):
@@ -30,19 +28,6 @@ def resolve(build, name):
     if os.path.isfile(name):
         return os.path.basename(name), os.path.abspath(name)
     sys.exit(f"paired.py: {name!r} is neither an allocator ({', '.join(known)}) nor a file")
-
-
-def run_once(binary, workload, scale, preload):
-    """The workload's JSON line (seconds, peak_rss_kib) in a process of its own."""
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if preload:
-        env["LD_PRELOAD"] = preload
-    args = [binary, workload] + ([str(scale)] if scale is not None else [])
-    done = subprocess.run(args, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"paired.py: {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -58,22 +43,17 @@ def main():
     binary = os.path.join(args.build, "bench", "malloc_workloads")
     if not os.access(binary, os.X_OK):
         sys.exit(f"paired.py: {binary} not found (make all first, or pass --build)")
-    libs = [resolve(args.build, a) for a in args.allocators]
-    labels = [label for label, _ in libs]
-    if len(set(labels)) != len(labels):
+    libs = dict(resolve(args.build, a) for a in args.allocators)
+    if len(libs) != len(args.allocators):
         sys.exit("paired.py: two allocators share a name; copy one library under another name")
-    runs = {label: [None] * args.rounds for label in labels}
-    for r, order in benchlib.rotations(libs, args.rounds):
-        for label, preload in order:
-            runs[label][r] = run_once(binary, args.workload, args.scale, preload)
-    base = labels[0]
-    print(f"{args.workload}, {args.rounds} rounds, ratios over {base} in the same round")
-    for label in labels:
-        secs = [x["seconds"] for x in runs[label]]
-        rss = [x["peak_rss_kib"] / 1024 for x in runs[label]]
-        ratios = [a["seconds"] / b["seconds"] for a, b in zip(runs[label], runs[base])]
-        print(f"  {label:16s} {statistics.median(secs):8.3f} s  {statistics.median(rss):7.1f} MiB  "
-              f"paired {statistics.median(ratios):.3f}x [{min(ratios):.3f}-{max(ratios):.3f}]")
+    cells = run_workload(binary, args.workload, libs, args.rounds, scale=args.scale,
+                         progress=False)
+    base = cells[0]
+    print(f"{args.workload}, {args.rounds} rounds, ratios over {base['allocator']} in the same round")
+    for c in cells:
+        ratios = paired_ratios(c, base)
+        print(f"  {c['allocator']:16s} {c['seconds']:8.3f} s  {c['peak_rss_kib'] / 1024:7.1f} MiB  "
+              f"paired {middle(ratios):.3f}x [{min(ratios):.3f}-{max(ratios):.3f}]")
 
 
 if __name__ == "__main__":

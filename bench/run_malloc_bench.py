@@ -24,11 +24,13 @@ OWN = ["thread_churn", "mixed_lifetimes", "random_sizes", "large_blocks", "reall
 WORKLOADS = STANDARD + OWN
 
 
-def run_once(binary, workload, preload, extra_env=None):
+def run_once(binary, workload, preload, extra_env=None, scale=None):
     env = dict(os.environ, **(extra_env or {}))
+    env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
-    done = subprocess.run([binary, workload], env=env, capture_output=True, text=True)
+    args = [binary, workload] + ([str(scale)] if scale is not None else [])
+    done = subprocess.run(args, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{workload} under {preload or 'glibc'} failed ({done.returncode}):\n"
                  f"{done.stderr[-2000:]}")
@@ -49,14 +51,16 @@ def summarise(workload, runs):
             "calloc_us": mid["calloc_us"], "runs": runs}
 
 
-def run_workload(binary, workload, allocators, reps, envs=None):
+def run_workload(binary, workload, allocators, reps, envs=None, scale=None, progress=True):
     """Runs every allocator once per round, in a rotating order, so drift on a shared machine
-    hits all of them alike. `envs`: extra environment per allocator name."""
+    hits all of them alike. `envs`: extra environment per allocator name; `scale`: the fraction
+    of the workload's work (its default when None)."""
     runs = {n: [] for n in allocators}
     for rep, order in benchlib.rotations(allocators, reps):
         for n in order:
-            print(f"+ {n} {workload} ({rep + 1}/{reps})", flush=True)
-            runs[n].append(run_once(binary, workload, allocators[n], (envs or {}).get(n)))
+            if progress:
+                print(f"+ {n} {workload} ({rep + 1}/{reps})", flush=True)
+            runs[n].append(run_once(binary, workload, allocators[n], (envs or {}).get(n), scale))
     return [dict(summarise(workload, runs[n]), allocator=n) for n in allocators]
 
 

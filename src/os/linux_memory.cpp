@@ -146,16 +146,14 @@ void* remap(void* p, std::size_t old_bytes, std::size_t new_bytes) noexcept {
   // [p, p+old_bytes) spans several mappings (cached ranges merged, or pieces moved apart before):
   // its pages move piece by piece to the head of a new mapping (move_in_pieces), and any a
   // piece could not take (the mapping count limit) are copied.
-  void* fresh =
-      ::mmap(nullptr, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (fresh == MAP_FAILED) return nullptr;
+  auto* const to = static_cast<char*>(map_accounted(new_bytes, Linux::page_size()));
+  if (to == nullptr) return nullptr;
   char* const from = static_cast<char*>(p);
-  char* const to = static_cast<char*>(fresh);
   const std::size_t moved = move_in_pieces(from, old_bytes, to);
   if (moved < old_bytes) std::memcpy(to + moved, from + moved, old_bytes - moved);
-  ::munmap(p, old_bytes);
+  Linux::release(p, old_bytes);
   errno = saved;
-  return fresh;
+  return to;
 }
 
 void* move_pages_out(void* p, std::size_t bytes) noexcept {
