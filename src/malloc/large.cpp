@@ -147,7 +147,10 @@ void* large_alloc_locked(std::size_t size, std::size_t align, bool* zeroed, bool
   if (align < 16) align = 16;
   const std::size_t offset = offset_for(align);
   if (size > (std::size_t(1) << 47) || offset > (std::size_t(1) << 40)) return nullptr;
-  std::size_t bytes = align_up(offset + size, page) + kGuardPages * page;
+  // At least one byte: a zero-size request aligned to a page or more (posix_memalign(&p, 4096,
+  // 0)) has its header fill the offset, so its block would start at its mapping's end, outside
+  // it: a pointer no call recognised, and a write through it landed in the next mapping.
+  std::size_t bytes = align_up(offset + std::max<std::size_t>(size, 1), page) + kGuardPages * page;
   char* base = nullptr;
   os::LockGuard guard(g_lock);
   if (align <= page) {

@@ -497,6 +497,33 @@ TEST(Malloc, AlignedEntryPoints) {
   ak_free(pv);
 }
 
+// A zero-size request at any alignment gets a block of its own: aligned, recognised by every call,
+// with room for at least one byte. At a page or more, the large blocks' header filled the whole
+// offset and the block started at its mapping's end.
+TEST(Malloc, ZeroSizeAlignedRequestsGetBlocksOfTheirOwn) {
+  for (std::size_t a = 8; a <= (std::size_t(1) << 20); a *= 2) {
+    void* p = nullptr;
+    ASSERT_EQ(ak_posix_memalign(&p, a, 0), 0);
+    void* q = ak_aligned_alloc(a, 0);
+    void* r = ak_memalign(a, 0);
+    for (void* b : {p, q, r}) {
+      ASSERT_NE(b, nullptr) << a;
+      EXPECT_TRUE(aligned(b, a)) << a;
+      EXPECT_GE(ak_malloc_usable_size(b), 1u) << a;
+      *static_cast<volatile char*>(b) = 1;
+    }
+    EXPECT_TRUE(p != q && q != r && p != r) << a;
+    ak_free(p);
+    ak_free_sized(q, 0);
+    ak_free(r);
+  }
+  for (void* b : {ak_valloc(0), ak_pvalloc(0)}) {
+    ASSERT_NE(b, nullptr);
+    EXPECT_GE(ak_malloc_usable_size(b), 1u);
+    ak_free(b);
+  }
+}
+
 TEST(Malloc, SizedFreesAndTrim) {
   void* a = ak_malloc(100);
   ak_free_sized(a, 100);
