@@ -1,7 +1,7 @@
 // Shared size-class pools: one process-wide pool per size class, reached through per-thread heaps
 // with no lock and no atomic read-modify-write on the fast path. A block freed by another thread
 // goes back to its owner lock-free. Heaps of exited threads are handed to the next new thread.
-// Everything here is thread-safe. Sizes above 16 KiB or alignments above 64 fall through to
+// Everything here is thread-safe. Sizes above 16 KiB or alignments above 2 KiB fall through to
 // the global ::operator new, so the adapters accept every request.
 #pragma once
 

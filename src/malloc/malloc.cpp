@@ -199,8 +199,9 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
     const unsigned cls = align <= kMallocRequest ? malloc_class(size) : class_for(size, align);
     if (cls < kClassCount) return cls;
   }
-  if (size > kMaxPooledSize && size <= kMaxMediumSize && align <= kMaxMediumAlign)
-    return pool_medium_class(class_of(size));
+  // A small request aligned past the small classes' alignment (a page) takes a medium block.
+  if (size <= kMaxMediumSize && align <= kMaxMediumAlign)
+    return pool_medium_class(class_of(std::max(size, kMaxPooledSize + 1)));
   return kHeapClasses;
 }
 

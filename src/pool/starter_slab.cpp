@@ -70,12 +70,17 @@ void* starter_alloc(unsigned cls) noexcept {
   const std::size_t bytes = align_up(size, kStarterLine);
   std::atomic<std::uint16_t>& used = g_starter.class_bytes[cls];
   if (used.load(std::memory_order_relaxed) + bytes > starter_share(bytes)) return nullptr;
-  // Every block is whole lines: the bump pointer stays on a line.
+  // Every block is whole lines: the bump pointer stays on a line. A block starts at a multiple
+  // of its class's alignment (class_align), as in a slab of its own; the lines skipped to get
+  // there are no block's (map entry 0).
+  const std::size_t align = std::max<std::size_t>(class_align(cls), kStarterLine);
   char* const end = g_starter.data + kStarterBlockBytes;
-  char* p = g_starter.next.load(std::memory_order_relaxed);
+  char* next = g_starter.next.load(std::memory_order_relaxed);
+  char* p;
   do {
+    p = reinterpret_cast<char*>(align_up(addr(next), align));
     if (p + bytes > end) return nullptr;
-  } while (!g_starter.next.compare_exchange_weak(p, p + bytes, std::memory_order_relaxed));
+  } while (!g_starter.next.compare_exchange_weak(next, p + bytes, std::memory_order_relaxed));
   used.fetch_add(std::uint16_t(bytes), std::memory_order_relaxed);
   g_starter.map[map_index(p)].store(std::uint8_t(cls + 1), std::memory_order_relaxed);
   return p;

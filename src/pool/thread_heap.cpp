@@ -203,9 +203,13 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t tail_guard = kSecureBuild && medium ? os::page_size() : 0;
   char* header = medium ? base : reinterpret_cast<char*>(slab_of(base));
   auto* s = reinterpret_cast<Slab*>(header);
-  char* bits = medium ? header + sizeof(Slab) : base + slab_color_offset(addr(base));
+  // Its blocks start at a multiple of the class's alignment (class_align), so the colour offset
+  // of a class aligned to 256 bytes or more is one of fewer colours (two at 2 KiB).
+  const std::size_t block_align = std::max<std::size_t>(class_align(cls), 64);
+  char* bits =
+      medium ? header + sizeof(Slab) : base + (slab_color_offset(addr(base)) & ~(block_align - 1));
   char* data = medium ? base + kMediumDataOffset
-                      : reinterpret_cast<char*>(align_up(addr(bits) + bitmap, 64));
+                      : reinterpret_cast<char*>(align_up(addr(bits) + bitmap, block_align));
   const std::size_t capacity = std::size_t(base + slab_bytes - tail_guard - data) / block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);

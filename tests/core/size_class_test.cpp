@@ -35,15 +35,17 @@ TEST(SizeClass, AlignedRequestsLandOnAlignedClasses) {
   for (std::size_t align = 1; align <= kMaxPooledAlign; align *= 2)
     for (std::size_t size = 1; size <= kMaxPooledSize; size += 7) {
       const unsigned c = class_for(size, align);
-      if (c == kNoClass) continue;
+      ASSERT_NE(c, kNoClass) << size << " " << align;  // every alignment the pools serve
       ASSERT_EQ(class_size(c) % align, 0u) << size << " " << align;
+      ASSERT_GE(class_align(c), align) << size << " " << align;  // what its blocks are aligned to
       ASSERT_GE(class_size(c), size);
     }
 }
 
 TEST(SizeClass, OutOfRangeRequestsHaveNoClass) {
   EXPECT_EQ(class_for(kMaxPooledSize + 1, 8), kNoClass);
-  EXPECT_EQ(class_for(8, 128), kNoClass);
+  EXPECT_EQ(class_for(8, 2 * kMaxPooledAlign), kNoClass);
+  EXPECT_EQ(class_size(class_for(8, 128)), 128u);  // an over-aligned small request is pooled
   EXPECT_EQ(class_for(0, 8), class_of(1));
 }
 

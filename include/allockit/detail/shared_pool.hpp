@@ -296,7 +296,8 @@ inline std::size_t pool_block_size(const Slab* s, const void* p) noexcept {
 // resident, not 20.7), and a thread's headers share a few pages. A slab's blocks start at one of
 // kSlabColors offsets from its base, 128 bytes apart, chosen by its address: starting every slab's
 // blocks at its 64 KiB-aligned base put them in the same cache sets and made bench-malloc-simple
-// 20% slower. At most 31 * 128 bytes of each slab.
+// 20% slower. At most 31 * 128 bytes of each slab. The offset is rounded down to the class's
+// alignment (class_align), so a class aligned to 256 bytes or more has fewer colours (2 KiB: two).
 inline constexpr std::uintptr_t kSlabColors = 32;
 inline constexpr std::uintptr_t kSlabHeaderBytes = 128;
 inline constexpr std::size_t kSlabRegionShift = 24;         // slab_source.hpp's regions
