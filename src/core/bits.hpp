@@ -53,9 +53,4 @@ constexpr bool mul_fits(std::size_t a, std::size_t b, std::size_t* out) noexcept
   return !__builtin_mul_overflow(a, b, out);
 }
 
-// Largest power of two dividing x (x != 0): the natural alignment of a block size.
-constexpr std::size_t natural_alignment(std::size_t x) noexcept {
-  return x & (~x + 1);
-}
-
 }  // namespace ak::detail

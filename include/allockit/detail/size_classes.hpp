@@ -24,6 +24,11 @@ inline constexpr unsigned kNoClass = kClassCount;
 inline constexpr std::size_t kMaxMediumSize = std::size_t(256) << 10;
 inline constexpr unsigned kHeapClasses = kClassCount + 16;
 
+// Largest power of two dividing x (x != 0): the natural alignment of a block size.
+constexpr std::size_t natural_alignment(std::size_t x) noexcept {
+  return x & (~x + 1);
+}
+
 // Block size of class `c` (c < kHeapClasses).
 constexpr std::size_t class_size(unsigned c) noexcept {
   if (c < 16) return std::size_t(c + 1) * 8;
@@ -43,8 +48,7 @@ constexpr unsigned class_of(std::size_t size) noexcept {
 // most kMaxPooledAlign (a slab's blocks start at a multiple of it, starter blocks too), as
 // jemalloc's size classes are aligned. 8 for the 8-byte class. (Medium blocks are page-aligned.)
 constexpr std::size_t class_align(unsigned c) noexcept {
-  const std::size_t size = class_size(c);
-  const std::size_t low = size & (~size + 1);
+  const std::size_t low = natural_alignment(class_size(c));
   return low < kMaxPooledAlign ? low : kMaxPooledAlign;
 }
 
