@@ -69,6 +69,32 @@ TEST(Bins, BlocksOfAnotherThreadAreReusedByTheThreadThatFreedThem) {
   });
 }
 
+// A thread's bins grow to its bursts; the thread that next adopts its heap (thread exit hands heaps
+// on) starts at the start limits, as with a new heap.
+TEST(Bins, AThreadAdoptingAHeapStartsAtTheStartLimits) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  const unsigned cls = ak::detail::class_for(kSize, 8);
+  in_new_thread([cls] {
+    std::vector<void*> v;
+    for (int i = 0; i < 4000; ++i) v.push_back(ak::pool_allocate(kSize, 8));
+    for (int round = 0; round < 4; ++round) {  // empties and refills: the limit grows
+      for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+      for (void*& p : v) p = ak::pool_allocate(kSize, 8);
+    }
+    EXPECT_GT(ak::detail::pool_bin_limit(cls), ak::detail::pool_start_limit(cls));
+    for (void* p : v) ak::pool_deallocate(p, kSize, 8);
+  });
+  const std::size_t heaps = ak::detail::heap_count();
+  in_new_thread([cls, heaps] {
+    // Blocks of another class until the starter slab runs out and the thread takes a heap.
+    std::vector<void*> own;
+    while (!ak::detail::tl_heap->is_real) own.push_back(ak::pool_allocate(64, 8));
+    ASSERT_EQ(ak::detail::heap_count(), heaps);  // adopted, not new
+    EXPECT_EQ(ak::detail::pool_bin_limit(cls), ak::detail::pool_start_limit(cls));
+    for (void* p : own) ak::pool_deallocate(p, 64, 8);
+  });
+}
+
 // A bin that fills after running empty swings through its whole limit between refills: the
 // program's bursts are larger than it. Its first overflow doubles the limit and the bin keeps
 // every block; the overflows after that send its most recent half home. (Halving a limit after
