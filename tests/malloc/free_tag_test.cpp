@@ -178,11 +178,8 @@ void walk_over_blocks_of_an_older_walk_with_its_own_epoch(std::size_t size) {
   const std::uint16_t old = walk_epoch_of(b[b.size() - 2]);
   const std::uint64_t rechecks = ak::detail::pool_walk_rechecks();
   h->walk_epoch = std::uint16_t(old - 1);  // the next walk's epoch is the old one again
-  // A bin that holds the slab's free blocks (a medium class's starts at one, and refills of one
-  // block never raise it far): one refill moves them all, one `old`, and hands out another.
-  h->bins[ak::detail::class_of(size)].limit = 512;
-  ak_free(ak_malloc(size));
-  ak_collect(1);  // the only bin with blocks: its walk has epoch `old`
+  ak_free(ak_malloc(size));                // the slab's free blocks refill the bin, one `old`
+  ak_collect(1);                           // the only bin with blocks: its walk has epoch `old`
   if (ak::detail::pool_walk_rechecks() <= rechecks) std::_Exit(4);  // the walk did not look
   std::vector<void*> again;
   for (int i = 0; i < 250; ++i) again.push_back(ak_malloc(size));
