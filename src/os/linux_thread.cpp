@@ -3,6 +3,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -95,6 +96,11 @@ bool start_thread(void (*fn)()) noexcept {
       ::pthread_create(&tid, &attr, thread_trampoline, reinterpret_cast<void*>(fn)) == 0;
   ::pthread_attr_destroy(&attr);
   return ok;
+}
+
+void become_background_thread(const char* name) noexcept {
+  ::pthread_setname_np(::pthread_self(), name);
+  ::setpriority(PRIO_PROCESS, int(::syscall(SYS_gettid)), 19);  // this thread only (Linux)
 }
 
 void sleep_ns(std::uint64_t ns) noexcept {

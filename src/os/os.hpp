@@ -77,6 +77,9 @@ inline std::uint64_t process_secret() noexcept {
 
 // Starts a detached thread running `fn` with a small stack; false if the OS refuses.
 bool start_thread(void (*fn)()) noexcept;
+// Names the calling thread (at most 15 characters) and lowers it to nice 19, so that on waking it
+// does not preempt the thread that woke it. Either may be refused; the thread runs on regardless.
+void become_background_thread(const char* name) noexcept;
 void sleep_ns(std::uint64_t ns) noexcept;
 
 // A mutex for the allocator's slow paths: a futex word (0 free, 1 held, 2 held with waiters), so

@@ -1,6 +1,8 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
    Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1.
-   Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. */
+   Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
+   has, prints the purge thread's name and nice value (or that no thread other than main exists). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,36 @@ static long rss_kib(void) {
   return line ? atol(line + 6) : -1;
 }
 
+/* Prints "thread NAME nice N" for each thread but the main one, from /proc/self/task. */
+static void print_other_threads(void) {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == NULL) return;
+  struct dirent* e;
+  while ((e = readdir(dir)) != NULL) {
+    if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    /* pid (comm) state ...: nice is the 19th field, the 17th after the comm's ')'. */
+    char* open_paren = strchr(buf, '(');
+    char* close_paren = strrchr(buf, ')');
+    if (open_paren == NULL || close_paren == NULL) continue;
+    *close_paren = 0;
+    char* field = close_paren + 2;
+    for (int i = 3; i < 19 && field != NULL; ++i) {
+      field = strchr(field, ' ');
+      if (field != NULL) ++field;
+    }
+    printf("thread %s nice %ld\n", open_paren + 1, field != NULL ? atol(field) : -100);
+  }
+  closedir(dir);
+}
+
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 10;
   enum { kBlocks = 64 * 1024 };
@@ -35,6 +67,7 @@ int main(int argc, char** argv) {
     long now = rss_kib();
     if (peak - now >= 40 * 1024) {
       printf("rss %ld -> %ld KiB after %.2f s\n", peak, now, waited);
+      print_other_threads();
       return 0;
     }
     usleep(50000);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # liballockit's ALLOCKIT_* options under LD_PRELOAD: idle memory goes back to the OS after the
-# purge delay with the background purge and stays without it; ALLOCKIT_STATS prints at exit; a
-# bad value is reported and ignored.
+# purge delay with the background purge (a thread named allockit-purge at nice 19) and stays
+# without it; ALLOCKIT_STATS prints at exit; a bad value is reported and ignored.
 # Usage: options_test.sh LIBALLOCKIT_SO IDLE_PURGE_PROGRAM
 set -euo pipefail
 lib=$(realpath "$1")
@@ -9,7 +9,10 @@ prog=$(realpath "$2")
 fail() { echo "FAIL: $*"; exit 1; }
 
 echo "== idle memory returns within the delay (100 ms) with the background purge"
-LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20 || fail "memory not returned while idle"
+out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20) || fail "memory not returned while idle: $out"
+echo "$out"
+echo "== the purge thread is named and runs at nice 19 (so waking it never preempts the program)"
+grep -qx "thread allockit-purge nice 19" <<<"$out" || fail "no allockit-purge thread at nice 19: $out"
 
 echo "== and stays without it (negative control)"
 if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5; then
