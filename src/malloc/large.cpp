@@ -213,10 +213,10 @@ bool mostly_unwritten(char* base, std::size_t bytes) {
 // (see large_cache.hpp) unless mostly unwritten: from kMoveOutAtFree while the background purger
 // runs, by moving them out to a draining range it releases, the old range staying cached empty
 // (sealed or not); otherwise by emptying the range here, before it is sealed (an mprotect of an
-// empty range touches no page table entries). Returns whether a range was left draining. The secure
-// build's blocks end in a guard page, a mapping of its own that cannot move with the rest: they are
-// emptied here.
-bool cache_freed_locked(char* base, std::size_t bytes) {
+// empty range touches no page table entries). The secure build's blocks end in a guard page, a
+// mapping of its own that cannot move with the rest: they are emptied here.
+enum class Emptied { kNo, kDraining, kHere };
+Emptied cache_freed_locked(char* base, std::size_t bytes) {
   const bool seal = should_seal(bytes);
   const bool empty = bytes >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree) &&
                      !mostly_unwritten(base, bytes);
@@ -227,7 +227,7 @@ bool cache_freed_locked(char* base, std::size_t bytes) {
   const bool sealed = seal && os::set_accessible(base, bytes, false);
   g_cache.put(base, bytes, emptied, sealed, live_layout(bytes, sealed));
   if (moved) g_cache.put_draining(moved, bytes);
-  return moved != nullptr;
+  return moved != nullptr ? Emptied::kDraining : emptied ? Emptied::kHere : Emptied::kNo;
 }
 
 }  // namespace
@@ -256,7 +256,7 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_z
 
 bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   std::size_t cached;
-  bool drain;
+  Emptied emptied;
   {
     os::LockGuard guard(g_lock);
     const std::size_t slot = find(addr(p));
@@ -274,10 +274,17 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
     h->magic = 0;
     g_mapped -= h->map_bytes;  // the cache's from now on
     cached = h->map_bytes;
-    drain = cache_freed_locked(static_cast<char*>(p) - offset, cached);
+    emptied = cache_freed_locked(static_cast<char*>(p) - offset, cached);
   }
-  if (drain) request_drain();
-  start_background_purge(cached);  // the cache now holds memory to return later
+  if (emptied == Emptied::kDraining) request_drain();
+  // A block big enough to move out was emptied here, the purger not running (a young process):
+  // start it, so the next such free moves its pages out. A process freeing 12 written buffers of
+  // a new size each, 1.6 to 9 MiB, from its start spent 1.6-2.4 ms in those frees, 0.5-1.3 ms in
+  // 5 of 6 runs so (its first free 60-100 us slower: it creates the thread).
+  if (emptied == Emptied::kHere && cached >= LargeCache::kMoveOutAtFree && !kSecureBuild)
+    start_background_purge_now();
+  else
+    start_background_purge(cached);  // the cache now holds memory to return later
   return true;
 }
 

@@ -26,6 +26,9 @@ void load_options() noexcept;
 // it and the process is old enough or has cached enough to need it. Cost once started: one
 // relaxed load.
 void start_background_purge(std::size_t bytes) noexcept;
+// The same whatever the process's age: after a free emptied a block of 1 MiB or more itself (a
+// page-table walk of 60-100 us a MiB), so that the next such free moves its pages out instead.
+void start_background_purge_now() noexcept;
 // Whether the background purger runs in this process (never in a forked child). One load.
 bool background_purge_running() noexcept;
 // Wakes the background purger to release the large blocks' draining ranges (large_drain).

@@ -9,11 +9,13 @@
 // only once the process is 50 ms old or has cached 16 MiB. A thread costs a short process more
 // than it saves: creating it and tearing it down at exit cost about 60 us here, while `sort` on an
 // empty file (which frees an 8 MiB buffer) runs 1 ms in all, and nothing cached can be purged
-// before the purge delay (1 s) anyway. What a young process caches below 16 MiB is purged by the
-// first later cache event that starts the purger, or by allocator activity. A forked child never
-// has a purger, neither its parent's nor one of its own: it purges on allocator activity. A child
-// of a multi-threaded parent may call only async-signal-safe functions (POSIX), which
-// pthread_create is not, and ThreadSanitizer kills a process that tries.
+// before the purge delay (1 s) anyway. But a free that had to empty a block of 1 MiB or more
+// itself (large.cpp) starts it at once, so that the next such free hands its pages over instead.
+// What a young process caches below 16 MiB is purged by the first later cache event that starts the
+// purger, or by allocator activity. A forked child never has a purger, neither its parent's nor one
+// of its own: it purges on allocator activity. A child of a multi-threaded parent may call only
+// async-signal-safe functions (POSIX), which pthread_create is not, and ThreadSanitizer kills a
+// process that tries.
 //
 // It also releases the large blocks' draining ranges (large_cache.hpp) as soon as a free hands
 // one over (request_drain): the one wake-up allocator threads send, only for frees that empty a
@@ -86,12 +88,20 @@ void start_background_purge(std::size_t bytes) noexcept {
   if (os::coarse_now_ns() - g_load_ns < kYoungNs &&
       g_cached_while_young.fetch_add(bytes, std::memory_order_relaxed) + bytes < kEagerBytes)
     return;
-  if (g_started.exchange(true)) return;
+  start_background_purge_now();
+}
+
+void start_background_purge_now() noexcept {
+  if (g_started.load(std::memory_order_relaxed) || !options().background_purge ||
+      g_started.exchange(true))
+    return;
   // One system call per process, here rather than in a fork handler: a write in every child
   // would cost each fork+exec a copy-on-write fault.
   if (g_load_pid != 0 && os::process_id() != g_load_pid) return;  // a forked child
   if (!os::on_fork_child(forget_purger_in_child)) return;         // a child must not hand it work
-  if (!os::start_thread(purger_main) && options().verbose)
+  if (os::start_thread(purger_main))
+    g_running.store(true, std::memory_order_release);  // frees may hand it ranges before it runs
+  else if (options().verbose)
     Message().str("allockit: no background purge (thread refused)").print();
 }
 

@@ -1,5 +1,6 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
-   Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1.
+   Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1;
+          idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
    has, prints the purge thread's name and nice value (or that no thread other than main exists). */
 #include <dirent.h>
@@ -30,7 +31,7 @@ static void print_other_threads(void) {
   struct dirent* e;
   while ((e = readdir(dir)) != NULL) {
     if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
-    char path[64], buf[1024];
+    char path[300], buf[1024];
     snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
     int fd = open(path, O_RDONLY);
     if (fd < 0) continue;
@@ -53,7 +54,47 @@ static void print_other_threads(void) {
   closedir(dir);
 }
 
+/* Whether a thread named allockit-purge exists now. */
+static int purge_thread_exists(void) {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == NULL) return 0;
+  int found = 0;
+  struct dirent* e;
+  while (!found && (e = readdir(dir)) != NULL) {
+    char path[300], name[32] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, name, sizeof name - 1);
+    close(fd);
+    found = n > 0 && strncmp(name, "allockit-purge\n", 15) == 0;
+  }
+  closedir(dir);
+  return found;
+}
+
+/* "young": frees a written 2 MiB block as soon as the process starts, then waits up to a second
+   for the purge thread: exit 0 if it came. A young process starts none for cached memory, but a
+   free that had to empty a block that big itself starts one. */
+static int young_big_free(void) {
+  enum { kBytes = 2 << 20 };
+  static char* volatile block; /* volatile: the compiler may not drop the malloc, memset, free */
+  block = malloc(kBytes);
+  memset(block, 1, kBytes);
+  free(block);
+  for (int waited_ms = 0; waited_ms < 1000; waited_ms += 10) {
+    if (purge_thread_exists()) {
+      printf("purge thread after %d ms\n", waited_ms);
+      return 0;
+    }
+    usleep(10000);
+  }
+  printf("no purge thread within 1 s\n");
+  return 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "young") == 0) return young_big_free();
   double seconds = argc > 1 ? atof(argv[1]) : 10;
   enum { kBlocks = 64 * 1024 };
   static void* blocks[kBlocks];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # liballockit's ALLOCKIT_* options under LD_PRELOAD: idle memory goes back to the OS after the
-# purge delay with the background purge (a thread named allockit-purge at nice 19) and stays
-# without it; ALLOCKIT_STATS prints at exit; a bad value is reported and ignored.
+# purge delay with the background purge (a thread named allockit-purge at nice 19, started at
+# once by a free that empties a big block itself) and stays without it; ALLOCKIT_STATS prints at
+# exit; a bad value is reported and ignored.
 # Usage: options_test.sh LIBALLOCKIT_SO IDLE_PURGE_PROGRAM
 set -euo pipefail
 lib=$(realpath "$1")
@@ -13,6 +14,12 @@ out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20) || fail "memory 
 echo "$out"
 echo "== the purge thread is named and runs at nice 19 (so waking it never preempts the program)"
 grep -qx "thread allockit-purge nice 19" <<<"$out" || fail "no allockit-purge thread at nice 19: $out"
+
+echo "== a young process's free that empties a 2 MiB block itself starts the purge thread"
+LD_PRELOAD="$lib" "$prog" young || fail "no purge thread after a big free"
+if LD_PRELOAD="$lib" ALLOCKIT_BACKGROUND_PURGE=0 "$prog" young; then
+  fail "a purge thread without the background purge: the test would prove nothing"
+fi
 
 echo "== and stays without it (negative control)"
 if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5; then
