@@ -2,7 +2,7 @@
    Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1;
           idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
-   has, prints the purge thread's name and nice value (or that no thread other than main exists). */
+   has, prints the name and nice value of every thread but the main one (the purge thread's). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
