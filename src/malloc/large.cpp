@@ -279,8 +279,9 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   if (emptied == Emptied::kDraining) request_drain();
   // A block big enough to move out was emptied here, the purger not running (a young process):
   // start it, so the next such free moves its pages out. A process freeing 12 written buffers of
-  // a new size each, 1.6 to 9 MiB, from its start spent 1.6-2.4 ms in those frees, 0.5-1.3 ms in
-  // 5 of 6 runs so (its first free 60-100 us slower: it creates the thread).
+  // a new size each, 1.6 to 9 MiB, from its start spent 1.6-2.4 ms in those frees (9 runs), so
+  // 0.5-1.3 ms in 6 of 9 runs and 1.5-2.6 ms in the others (its first free 60-100 us slower: it
+  // creates the thread).
   if (emptied == Emptied::kHere && cached >= LargeCache::kMoveOutAtFree && !kSecureBuild)
     start_background_purge_now();
   else
