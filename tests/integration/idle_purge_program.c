@@ -2,7 +2,7 @@
    Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1;
           idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
-   has, prints the name and nice value of every thread but the main one (the purge thread's). */
+   has, prints the purge thread's nice value, if that thread exists. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,13 +24,14 @@ static long rss_kib(void) {
   return line ? atol(line + 6) : -1;
 }
 
-/* Prints "thread NAME nice N" for each thread but the main one, from /proc/self/task. */
-static void print_other_threads(void) {
+/* Whether a thread named `name` exists now, by /proc/self/task/T/stat ("pid (comm) state ...");
+   if so, sets *nice to its nice value, the 19th field (the 17th after the comm's ')'). */
+static int find_thread(const char* name, long* nice) {
   DIR* dir = opendir("/proc/self/task");
-  if (dir == NULL) return;
+  if (dir == NULL) return 0;
+  int found = 0;
   struct dirent* e;
-  while ((e = readdir(dir)) != NULL) {
-    if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
+  while (!found && (e = readdir(dir)) != NULL) {
     char path[300], buf[1024];
     snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
     int fd = open(path, O_RDONLY);
@@ -39,35 +40,18 @@ static void print_other_threads(void) {
     close(fd);
     if (n <= 0) continue;
     buf[n] = 0;
-    /* pid (comm) state ...: nice is the 19th field, the 17th after the comm's ')'. */
     char* open_paren = strchr(buf, '(');
     char* close_paren = strrchr(buf, ')');
     if (open_paren == NULL || close_paren == NULL) continue;
     *close_paren = 0;
+    if (strcmp(open_paren + 1, name) != 0) continue;
     char* field = close_paren + 2;
     for (int i = 3; i < 19 && field != NULL; ++i) {
       field = strchr(field, ' ');
       if (field != NULL) ++field;
     }
-    printf("thread %s nice %ld\n", open_paren + 1, field != NULL ? atol(field) : -100);
-  }
-  closedir(dir);
-}
-
-/* Whether a thread named allockit-purge exists now. */
-static int purge_thread_exists(void) {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == NULL) return 0;
-  int found = 0;
-  struct dirent* e;
-  while (!found && (e = readdir(dir)) != NULL) {
-    char path[300], name[32] = {0};
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, name, sizeof name - 1);
-    close(fd);
-    found = n > 0 && strncmp(name, "allockit-purge\n", 15) == 0;
+    *nice = field != NULL ? atol(field) : -100;
+    found = 1;
   }
   closedir(dir);
   return found;
@@ -83,7 +67,8 @@ static int young_big_free(void) {
   memset(block, 1, kBytes);
   free(block);
   for (int waited_ms = 0; waited_ms < 1000; waited_ms += 10) {
-    if (purge_thread_exists()) {
+    long nice;
+    if (find_thread("allockit-purge", &nice)) {
       printf("purge thread after %d ms\n", waited_ms);
       return 0;
     }
@@ -108,7 +93,8 @@ int main(int argc, char** argv) {
     long now = rss_kib();
     if (peak - now >= 40 * 1024) {
       printf("rss %ld -> %ld KiB after %.2f s\n", peak, now, waited);
-      print_other_threads();
+      long nice;
+      if (find_thread("allockit-purge", &nice)) printf("thread allockit-purge nice %ld\n", nice);
       return 0;
     }
     usleep(50000);
