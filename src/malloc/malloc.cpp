@@ -392,7 +392,7 @@ void free_any(const char* call, void* p) {
 }
 
 // A free the fast path did not take, of a block that passed pool_may_fast_free: straight home
-// when its bin is closed (a run of frees: thread_heap.cpp close_bin), else as any free. One jump
+// when its bin is closed (a run of frees: bins.cpp close_bin), else as any free. One jump
 // from free: with the send home inlined there, the larger free ran rptest 1.10x the time with
 // the same instructions.
 [[gnu::noinline]] void free_past_bin(Slab* s, void* p) {

@@ -1,6 +1,7 @@
-// Thread heaps and every slow path of the shared pools: heap hand-out and hand-back at thread exit,
-// slab setup and retirement, lazy carving, lock-free remote frees and their collection, and the
-// checked (debug) slabs. Invariants are listed in include/allockit/detail/shared_pool.hpp.
+// Thread heaps and the shared pools' slow paths: heap hand-out and hand-back at thread exit, slab
+// setup and retirement, lazy carving, lock-free remote frees and their collection, the checked
+// (debug) slabs, and the entry points the inline fast paths call. The bins' limits and walks are
+// in bins.cpp (heap_internal.hpp). Invariants: include/allockit/detail/shared_pool.hpp.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "core/core.hpp"
 #include "os/os.hpp"
 #include "pool/free_tags.hpp"
+#include "pool/heap_internal.hpp"
 #include "pool/hot_page.hpp"
 #include "pool/pool.hpp"
 #include "pool/slab_source.hpp"
@@ -34,6 +36,8 @@ constinit thread_local const char* tl_pool_call __attribute__((tls_model("initia
 std::uintptr_t g_link_key = 0;  // set by acquire_heap: no block is linked before a heap exists
 #endif
 
+constinit std::atomic<std::uint32_t> g_live_heaps{0};  // threads holding a heap (heap_internal.hpp)
+
 namespace {
 
 constexpr std::size_t kCarvePage = 4096;  // blocks are carved lazily, one page's worth at a time
@@ -46,7 +50,6 @@ AK_EARLY_DATA Heap* g_abandoned = nullptr;
 AK_EARLY_DATA char* g_heap_chunk = nullptr;
 AK_EARLY_DATA std::size_t g_heap_chunk_left = 0;
 AK_EARLY_DATA std::size_t g_heap_count = 0;
-constinit std::atomic<std::uint32_t> g_live_heaps{0};  // threads holding a heap now
 bool g_checked_slabs = kDebugBuild;
 
 void on_thread_exit(void* heap);
@@ -388,6 +391,8 @@ void unlink_unfull(Heap* h, Slab* s) {
   s->settle_at = 0;
 }
 
+}  // namespace
+
 // A non-current slab of `h` whose use count just reached `settle_at`: it is empty, or full with
 // enough free to rejoin the avail list. An empty small slab stays on the avail list when it is its
 // class's only one there and its owner is the running thread: a program whose use of a class
@@ -403,6 +408,8 @@ void settle(Heap* h, Slab* s) {
   link(h, s);
 }
 
+namespace {
+
 // Retires the empty slabs settle() kept on h's avail lists.
 void retire_kept_empty(Heap* h) {
   for (unsigned cls = 0; cls < kClassCount; ++cls)
@@ -413,14 +420,6 @@ void retire_kept_empty(Heap* h) {
         retire_slab(s);
       }
     }
-}
-
-// `n` blocks of slab `s` of `h` came home: a slab that is not current settles if its count
-// crossed `settle_at`.
-void after_frees(Heap* h, Slab* s, std::uint32_t n) {
-  const std::uint32_t before = s->used;
-  s->used -= n;
-  if (!s->current && before > s->settle_at && s->used <= s->settle_at) settle(h, s);
 }
 
 // Out of memory for a new slab: a full slab of class `cls` that has any free block at all (it
@@ -463,10 +462,7 @@ void flush_outgoing(Heap* h) {
     if (e.slab) flush_batch(h, e);
 }
 
-// The entry of h's outgoing batches that frees into slab `s` go to.
-RemoteBatch& batch_entry(Heap* h, const Slab* s) {
-  return h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
-}
+}  // namespace
 
 // A free into slab `s` of another heap, from a thread with a heap of its own: added to the batch
 // for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
@@ -485,6 +481,8 @@ void batch_remote(Heap* h, Slab* s, void* p) {
   if (e.tail == nullptr) e.tail = b;
   if (++e.count == kRemoteBatchMax) flush_batch(h, e);
 }
+
+namespace {
 
 // Takes every block other threads freed into h's slabs and puts it back on its slab's list: a
 // chain with its tail and length in its head (blocks of kChainInfoMin bytes or more) is spliced
@@ -509,314 +507,6 @@ void collect_remote(Heap* h) {
     after_frees(h, s, n);
     b = next;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bins: bounded per-class caches of free blocks in front of the slabs
-// ---------------------------------------------------------------------------------------------
-
-// Bin limits adapt as tcmalloc's free lists do. A bin starts at start_limit(); each time it runs
-// empty its limit doubles (the program wanted more blocks of the class than it kept), up to
-// kMaxBinBlocks and while the heap's bins together grow within heap_bin_budget(). A full bin
-// sends its most recent half home. The first time it fills after running empty its limit doubles
-// instead: a bin that swings from empty to full between refills is too small for the program's
-// bursts (xmalloc's consumers free a neighbour's batches 100 to 1600 blocks at a time; halving
-// such bins after three overflows, as before, took 150,000 overflows, sent about a fifth of all
-// frees home and back, and xmalloc ran 1.15x slower; now about 1,000 overflows when the two
-// threads run side by side). Once its overflows have sent kShrinkBlocks blocks home without it
-// running empty (a long run of frees: the program is giving memory back), its limit halves.
-// A bin that overflows on a block of its own heap in a run of frees (blocks of one slab in runs
-// of kLongRun or more: freed in allocation order, as a program frees what it built) closes
-// (close_bin): on its first overflow since it ran empty when its 16 newest blocks are such runs
-// (bin_top_in_runs), else on its second when the walk home finds them (trim_bin). It sends its
-// blocks home, and until it next runs empty, its heap's blocks freed past it go straight onto
-// their slabs' lists (pool_try_send_home, which checks a tagged class's tag), other heaps' to
-// their owners. A run of frees then reads each block once, not again in a walk (sh6bench
-// 0.91-0.93x the time, paired, when bins came to close on the second overflow; then 0.96x with
-// the untagged 8-byte class closing too, and 0.93-0.94x with the first overflow closing as well,
-// against the build before both), and the closed bin pins no slab. Blocks freed in random order
-// (scattered slabs: churn, or a bin that would pin a slab a block) keep the walks. What a thread
-// that frees everything and goes idle keeps is its bins: their start limits and at most
-// kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more (up to 64
-// threads; past that, kMinHeapBinBytes each), each block pinning at most one otherwise empty
-// slab; a long run of frees first shrinks them to their start limits (100,000 blocks freed in
-// random order leave a 64-block bin).
-constexpr std::uint32_t kMaxBinBlocks = 8192;
-constexpr std::uint32_t kShrinkBlocks = kMaxBinBlocks / 2;
-
-// A bin's first limit: about 16 KiB of blocks, at least 8 and at most 64; a medium class starts
-// at one block.
-struct StartLimits {
-  std::uint32_t of[kHeapClasses];
-  constexpr StartLimits() : of{} {
-    for (unsigned c = 0; c < kHeapClasses; ++c)
-      of[c] = c >= kClassCount
-                  ? 1
-                  : std::uint32_t(std::clamp<std::size_t>((16 << 10) / class_size(c), 8, 64));
-  }
-};
-constexpr StartLimits kStartLimits;
-
-std::uint32_t start_limit(unsigned cls) {
-  return kStartLimits.of[cls];
-}
-
-// The limit a bin of class `cls` closed with `doublings` opens at.
-std::uint32_t reopen_limit(unsigned cls, std::uint8_t doublings) {
-  return std::min(start_limit(cls) << doublings, kMaxBinBlocks);
-}
-
-// The limit of h's bin of class `cls`, or, closed, the one it opens at.
-std::uint32_t limit_of(const Heap* h, unsigned cls) {
-  const std::uint32_t limit = h->bins[cls].limit;
-  return limit != 0 ? limit : reopen_limit(cls, h->bin_overflows[cls]);
-}
-
-// What the limit of h's bin of class `cls` has grown past its start, in bytes.
-std::size_t grown_bytes(const Heap* h, unsigned cls) {
-  return std::size_t(limit_of(h, cls) - start_limit(cls)) * class_size(cls);
-}
-
-// Sets the limit of h's bin of class `cls` (`limit` at least its start limit), or, closed, the
-// one it opens at, rounded down to its start limit doubled a whole number of times; the heap's
-// budget counts what limits have grown past their start.
-void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
-  h->bin_bytes -= grown_bytes(h, cls);
-  if (h->bins[cls].limit != 0)
-    h->bins[cls].limit = limit;
-  else
-    h->bin_overflows[cls] = std::uint8_t(std::bit_width(limit / start_limit(cls)) - 1);
-  h->bin_bytes += grown_bytes(h, cls);
-}
-
-bool trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call);
-constexpr std::uint32_t kLongRun = 4;
-
-// A block's slab, as the address a run's blocks share: one mask.
-template <bool kMedium>
-std::uintptr_t run_key(const void* p) {
-  return kMedium ? reinterpret_cast<std::uintptr_t>(medium_slab_of(p)) : slab_base(p);
-}
-
-// Closes h's bin of class `cls` for a run of frees: sends its blocks home and sets its limit to
-// 0, so every free of the class takes the way past a full bin, straight home. It keeps its limit
-// for when it opens (open_bin), as set_limit rounds it.
-void close_bin(Heap* h, unsigned cls) {
-  trim_bin(h, cls, 0, "free()");
-  const std::uint32_t limit = h->bins[cls].limit;
-  set_limit(h, cls, start_limit(cls));
-  h->bins[cls].limit = 0;  // closed at its start limit (no doublings): grown_bytes unchanged
-  h->bin_overflows[cls] = 0;
-  set_limit(h, cls, limit);
-}
-
-// Whether the kProbe newest blocks of the full bin `bin` of class `cls` are runs of one slab,
-// kLongRun or more a run on average. Reads lines the frees just wrote.
-constexpr std::uint32_t kProbe = 16;
-bool bin_top_in_runs(const Bin& bin, unsigned cls) {
-  if (bin.count < kProbe) return false;
-  const auto base_of = cls >= kClassCount ? run_key<true> : run_key<false>;
-  const PoolBlock* b = bin.free;
-  std::uintptr_t base = base_of(b);
-  std::uint32_t runs = 1;
-  for (std::uint32_t i = 1; i < kProbe; ++i) {
-    b = link_of(b);
-    if (const std::uintptr_t next = base_of(b); next != base) ++runs, base = next;
-  }
-  return kProbe >= kLongRun * runs;
-}
-
-// Opens h's bin of class `cls` if closed: an allocation found it empty.
-void open_bin(Heap* h, unsigned cls) {
-  if (h->bins[cls].limit != 0) return;
-  h->bins[cls].limit = reopen_limit(cls, h->bin_overflows[cls]);
-  h->bin_overflows[cls] = 0;
-}
-
-// What one heap's bin limits may grow past their start now: kAllBinBytes shared among the threads
-// holding a heap, between kMinHeapBinBytes and kHeapBinBytes. A heap grown past a budget that
-// shrank (more threads) gives the excess back one class at a time, as its classes next grow.
-std::size_t heap_bin_budget() {
-  const std::uint32_t live =
-      std::max<std::uint32_t>(1, g_live_heaps.load(std::memory_order_relaxed));
-  return std::clamp(kAllBinBytes / live, kMinHeapBinBytes, kHeapBinBytes);
-}
-
-// Whether the heap's budget has room for `bytes` more of bin limits. When it has not, the next
-// class in turn with a grown limit gives up half of it (its bin trimmed to fit): one class per
-// call, so a class that can never fit costs its underflows a constant, and the budget drifts to
-// the classes in use. It looks at kStealTries classes at most.
-constexpr unsigned kStealTries = 8;
-bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
-  const std::size_t budget = heap_bin_budget();
-  if (h->bin_bytes + bytes <= budget) return true;
-  // Nothing to take when only this class has grown.
-  if (h->bin_bytes == grown_bytes(h, cls)) return false;
-  for (unsigned tried = 0; tried < kStealTries; ++tried) {
-    const unsigned c = h->steal_next;
-    h->steal_next = (c + 1) % kHeapClasses;
-    if (c == cls || limit_of(h, c) <= start_limit(c)) continue;
-    set_limit(h, c, std::max(start_limit(c), limit_of(h, c) / 2));  // a closed bin's when it opens
-    trim_bin(h, c, h->bins[c].limit, "allocation");                 // none in a closed bin
-    break;
-  }
-  return h->bin_bytes + bytes <= budget;
-}
-
-// Doubles the limit of h's bin of class `cls` if the heap's budget allows; returns whether it did.
-bool raise_limit(Heap* h, unsigned cls) {
-  const std::uint32_t limit = h->bins[cls].limit;
-  const std::uint32_t grown = std::min(limit * 2, kMaxBinBlocks);
-  if (grown > limit && steal_budget(h, cls, (grown - limit) * class_size(cls))) {
-    set_limit(h, cls, grown);
-    return true;
-  }
-  return false;
-}
-
-// The bin of class `cls` ran empty: its limit doubles, within the heap's budget. (So it does after
-// a short refill too, from a slab with a few blocks free: a heap adopted with such slabs took a
-// bin from 64 to 8,192 blocks in 150 allocations. Doubling only after a full refill, half a bin or
-// half a slab, measured slower on xmalloc, whose refills from slabs its blocks came home to are
-// short: 1.31x tcmalloc paired against 1.00x, on a noisy host.)
-void grow_limit(Heap* h, unsigned cls) {
-  h->bin_overflows[cls] = 0;
-  raise_limit(h, cls);
-}
-
-// Overflows (each sending half the limit home) after which a bin's limit halves: enough to send
-// kShrinkBlocks home, at most 254.
-std::uint32_t shrink_after(std::uint32_t limit) {
-  return std::clamp<std::uint32_t>(kShrinkBlocks / std::max<std::uint32_t>(1, limit / 2), 1, 254);
-}
-
-// The bin of class `cls` is full. Returns true when its limit doubled (the first overflow since it
-// ran empty) and the bin has room; false when its most recent half must go home, after halving
-// its limit if its overflows have sent kShrinkBlocks home since it last ran empty.
-bool after_overflow(Heap* h, unsigned cls) {
-  std::uint8_t& count = h->bin_overflows[cls];
-  if (count == 0 && raise_limit(h, cls)) {
-    count = 1;
-    return true;
-  }
-  const std::uint32_t limit = h->bins[cls].limit;
-  if (count < 1 + shrink_after(limit)) {
-    ++count;
-    return false;
-  }
-  count = 1;
-  set_limit(h, cls, std::max(start_limit(cls), limit / 2));
-  return false;
-}
-
-// Block `b` of slab `s`, sent home by h's walk in `call`, carries the walk's epoch
-// (free_tags.hpp): it was met before in this walk, a double free, or marked by a walk with the
-// same epoch long ago or in another heap. Reports the double free after finding the block where
-// the walk may have sent it: the starter slab's dropped blocks, the slab's own list or the run of
-// `run_length` blocks from `run` not yet on it, or the batch for the slab's owner (once handed
-// over, the repeat is caught at its second pop instead). Slow path: walks whole lists.
-[[gnu::cold, gnu::noinline]] void recheck_walked(Heap* h, Slab* s, const PoolBlock* run,
-                                                 std::uint32_t run_length, PoolBlock* b,
-                                                 const char* call) {
-  note_walk_recheck();
-  if (s->starter) {
-    (void)starter_block_class(s, b);  // reports a block dropped already
-    return;
-  }
-  // A block in a bin counts in its slab's `used`: a slab with none out was emptied by this walk
-  // (and may be retired already), so `b` went home before.
-  if (s->used == 0) walk_met_twice(b, call);
-  if (slab_owner(s) == h) {
-    if (on_list(run, run_length, b) || on_list(s->free, s->capacity, b)) walk_met_twice(b, call);
-    return;
-  }
-  const RemoteBatch& e = batch_entry(h, s);
-  if (e.slab == s && on_list(e.head, e.count, b)) walk_met_twice(b, call);
-}
-
-// Sends the first `n` blocks (at least one) of the bin chain of class `cls` starting at `b` home,
-// for `call`: each block of one of h's slabs goes back onto that slab's list (settling it), each
-// block of another heap's slab into the batch for that heap; a block of the starter slab is
-// dropped. A block of a tagged class is checked and marked with a new epoch of h's on the way, so
-// a block met twice (freed twice) is caught before it reaches a list twice. Returns the block
-// after the n-th (null at the chain's end); `*splices` counts the runs of one slab it sent home
-// whole and the blocks it sent elsewhere. `kTagged`, `kMedium`: the class's, fixed per loop, so
-// a run's end is one mask and compare and a walk's key is computed once (sh6bench's walks: 3.7G
-// instructions -> 2.0G, 19.7G -> 18.0G in all; its time moved by 1%, within noise: the walk is
-// not bound by its instruction count).
-template <bool kTagged, bool kMedium>
-PoolBlock* release_chain_of(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n, const char* call,
-                            std::uint32_t* splices) {
-  const auto base_of = run_key<kMedium>;
-  const std::uintptr_t key = kTagged ? walk_key(next_walk_epoch(*h)) : 0;
-  while (n != 0) {
-    Slab* s = kMedium ? medium_slab_of(b) : slab_of(b);
-    if (kTagged && !tag_visit(b, key, call)) [[unlikely]]
-      recheck_walked(h, s, nullptr, 0, b, call);
-    --n;
-    ++*splices;
-    if (s->starter || slab_owner(s) != h) {
-      PoolBlock* next = link_of(b);
-      if (s->starter) {
-        // No home to go to (starter_slab.hpp). Its map tells a block dropped already (met
-        // twice); its tag is left as a free writes it, so a later free of it is caught there.
-        (void)starter_block_class(s, b);
-        if (kTagged) pool_tag_freed(b);
-        starter_drop(b, cls);
-      } else {
-        batch_remote(h, s, b);
-      }
-      b = next;
-      continue;
-    }
-    // A run of blocks of one slab (blocks freed in allocation order come in runs) goes home as
-    // one splice and one count.
-    const std::uintptr_t base = base_of(b);
-    const std::uint32_t left = n;  // the run is 1 + left - n blocks
-    PoolBlock* last = b;
-    PoolBlock* next = link_of(last);
-    while (n != 0 && base_of(next) == base) {
-      if (kTagged && !tag_visit(next, key, call)) [[unlikely]]
-        recheck_walked(h, s, b, 1 + left - n, next, call);
-      last = next;
-      next = link_of(last);
-      --n;
-    }
-    set_link(last, s->free);
-    s->free = b;
-    after_frees(h, s, 1 + left - n);
-    b = next;
-  }
-  return b;
-}
-
-PoolBlock* release_chain(Heap* h, PoolBlock* b, unsigned cls, std::uint32_t n, const char* call,
-                         std::uint32_t* splices) {
-  if (cls >= kClassCount) return release_chain_of<true, true>(h, b, cls, n, call, splices);
-  if (class_has_tag(cls)) return release_chain_of<true, false>(h, b, cls, n, call, splices);
-  return release_chain_of<false, false>(h, b, cls, n, call, splices);
-}
-
-// The bin of class `cls` keeps `keep` blocks and sends the rest home: its most recent ones, the
-// blocks the walk finds in cache (the older ones stay, cold, and are handed out in turn). `call`
-// names what trims, for a report. One walk over the blocks sent (release_chain checks and marks
-// them on the way): with a first walk to check and mark them and a second to send them home and
-// unmark them, 200,000 24-byte blocks freed in allocation order took 1.3x the time a free.
-// Returns whether the blocks sent came in runs of kLongRun or more a splice on average: blocks
-// freed in allocation order, as a program frees what it built.
-bool trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call) {
-  Bin& bin = h->bins[cls];
-  if (bin.count <= keep) return false;
-  const std::uint32_t sent = bin.count - keep;
-  std::uint32_t splices = 0;
-  bin.count = keep;
-  bin.free = release_chain(h, bin.free, cls, sent, call, &splices);
-  return sent >= kLongRun * splices;
-}
-
-// Sends every block in h's bins home (for `call`, named in a report).
-void empty_bins(Heap* h, const char* call) {
-  for (unsigned cls = 0; cls < kHeapClasses; ++cls) trim_bin(h, cls, 0, call);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -992,19 +682,6 @@ std::uint32_t pool_bin_limit(unsigned cls) noexcept {
 }
 
 namespace {
-// h's bin of class `cls` is full on a free: makes room for the block (its limit doubled, or its
-// most recent half sent home) and returns whether the bin closes instead, a run of frees of h's
-// own blocks (`own_run`: the freed block is h's and the caller checks tags while a bin is closed)
-// seen in its newest blocks on its first overflow since it ran empty, else in the walk of its
-// second. Closing on the first raises the limit as that overflow would: it opens at the same.
-bool overflow(Heap* h, unsigned cls, bool own_run) {
-  if (own_run && h->bin_overflows[cls] == 0 && bin_top_in_runs(h->bins[cls], cls)) {
-    raise_limit(h, cls);
-    return true;
-  }
-  return !after_overflow(h, cls) && trim_bin(h, cls, h->bins[cls].limit / 2, "free()") && own_run &&
-         h->bin_overflows[cls] >= 2;
-}
 
 // pool_free_other's work; its caller reports the slabs it cached once it returns. `may_close`:
 // the caller checks blocks' tags while a bin is closed (pool_free_in).

@@ -200,7 +200,7 @@ inline constexpr std::uint32_t kChainInfoMin = 32;
 inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
-// What a heap's bin limits together may grow past their start limits, in bytes (thread_heap.cpp:
+// What a heap's bin limits together may grow past their start limits, in bytes (bins.cpp:
 // a bin that runs empty doubles its limit within it), at most. 4 MiB, tcmalloc's largest thread
 // cache: at 2 MiB, random sizes up to 64 KiB in random order (alloc_test) overflowed and refilled
 // bins 240,000 times in 60M calls, 4-5% of its time, and mstress, larson, rptest and random_sizes
@@ -217,7 +217,7 @@ struct alignas(64) Heap {
   Slab* current[kHeapClasses] = {};  // per class: the slab refills come from, or null
   // Per class: 0 when its bin ran empty since it last overflowed, else 1 + its overflows since
   // (back to 1 when its limit halves). While the bin is closed (its limit 0, in a run of frees:
-  // thread_heap.cpp close_bin), how many times its start limit doubles when it opens.
+  // bins.cpp close_bin), how many times its start limit doubles when it opens.
   std::uint8_t bin_overflows[kHeapClasses] = {};
   std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
   unsigned steal_next = 0;         // the class whose limit budget goes next
