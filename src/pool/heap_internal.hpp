@@ -1,7 +1,8 @@
-// What the two halves of the thread heaps' slow paths share: thread_heap.cpp (heaps, slabs,
-// remote frees, the entry points the inline fast paths call) and bins.cpp (bin limits and the
-// walks that send a bin's blocks home). Every function runs in the thread owning `h`, on slow
-// paths only; the invariants are listed in include/allockit/detail/shared_pool.hpp.
+// What the three parts of the thread heaps' slow paths share: thread_heap.cpp (heaps, remote
+// frees, the entry points the inline fast paths call), heap_slabs.cpp (slab setup, carving,
+// refills, retirement) and bins.cpp (bin limits and the walks that send a bin's blocks home).
+// Every function runs in the thread owning `h`, on slow paths only; the invariants are listed in
+// include/allockit/detail/shared_pool.hpp.
 #pragma once
 
 #include <algorithm>
@@ -15,22 +16,9 @@
 
 namespace ak::detail {
 
-// --- thread_heap.cpp ---
+// --- thread_heap.cpp: heaps and remote frees ---
 
 extern std::atomic<std::uint32_t> g_live_heaps;  // threads holding a heap now
-
-// A slab of h that is not current and whose use count just reached its `settle_at`: it is empty
-// (retired, or kept as its class's one empty slab), or full with enough free to rejoin the avail
-// list.
-void settle(Heap* h, Slab* s);
-
-// `n` blocks of slab `s` of `h` came home: a slab that is not current settles if its count
-// crossed `settle_at`.
-inline void after_frees(Heap* h, Slab* s, std::uint32_t n) {
-  const std::uint32_t before = s->used;
-  s->used -= n;
-  if (!s->current && before > s->settle_at && s->used <= s->settle_at) settle(h, s);
-}
 
 // The entry of h's outgoing batches that frees into slab `s` go to.
 inline RemoteBatch& batch_entry(Heap* h, const Slab* s) {
@@ -39,6 +27,101 @@ inline RemoteBatch& batch_entry(Heap* h, const Slab* s) {
 
 // Block `p` of slab `s` of another heap, freed by h's thread: into the batch for that slab.
 void batch_remote(Heap* h, Slab* s, void* p);
+
+// --- heap_slabs.cpp: slabs ---
+
+extern bool g_checked_slabs;  // debug builds: every slab checked, its blocks never in a bin
+extern std::atomic<std::uint32_t> g_class_slabs[kHeapClasses];  // slabs in use per class (stats)
+
+// A slab that is not current is on exactly one of its class's two lists: `avail` (free space)
+// or `full` (full, or not yet free enough to rejoin). Doubly linked through prev/next.
+inline Slab*& list_of(Heap* h, const Slab* s) {
+  return s->full ? h->full[s->size_class] : h->avail[s->size_class];
+}
+
+inline void link(Heap* h, Slab* s) {
+  Slab*& head = list_of(h, s);
+  s->prev = nullptr;
+  s->next = head;
+  if (head) head->prev = s;
+  head = s;
+}
+
+inline void unlink(Heap* h, Slab* s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    list_of(h, s) = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+// The list a slab keeps its free blocks on while they are home (not in a bin).
+inline PoolBlock*& own_list(Slab* s) {
+  return s->checked ? s->checked_free : s->free;
+}
+
+// Whether slab `s` has nothing left to give: no block home and none left to carve.
+inline bool exhausted(const Slab* s) {
+  return s->free == nullptr && s->checked_free == nullptr &&
+         s->carve.load(std::memory_order_relaxed) == s->end;
+}
+
+// `s` becomes its class's current slab in `h`: refills come from it, and it is never retired.
+inline void make_current(Heap* h, Slab* s) {
+  s->current = true;
+  h->current[s->size_class] = s;
+}
+
+// The current slab `s` stops being current. The caller puts it on a list or retires it.
+inline void stop_current(Heap* h, Slab* s) {
+  s->current = false;
+  h->current[s->size_class] = nullptr;
+}
+
+// A full slab waits on its class's full list until rejoin_at() says enough of it is free again.
+inline void mark_full(Heap* h, Slab* s) {
+  s->full = true;
+  s->settle_at = rejoin_at(s);
+  link(h, s);
+}
+
+// A new slab of class `cls` owned by h, its header set up (not yet current or listed); null when
+// out of memory.
+Slab* new_slab(Heap* h, unsigned cls);
+// A block of class `cls` from h's current slab, refilling the bin from it (a checked or fresh
+// block comes straight); null when there is none or it is exhausted. `*untouched` as malloc's.
+void* take_from_current(Heap* h, unsigned cls, bool* untouched);
+
+// A never-used block of zero_tail slab `s` (pool_take_untouched), setting `*untouched` (if given);
+// null when none is left to carve. Costs a slow-path call per fresh block instead of one per page.
+inline void* take_untouched(Slab* s, bool* untouched) {
+  void* p = pool_take_untouched(s);
+  if (p != nullptr && untouched != nullptr) *untouched = true;
+  return p;
+}
+
+// Gives empty slab `s` back to the slab source.
+void retire_slab(Slab* s);
+// Debug: clears block `p`'s live bit in checked slab `s`, reporting a double or bad free.
+void mark_free(Slab* s, void* p);
+// A slab of h that is not current and whose use count just reached its `settle_at`: it is empty
+// (retired, or kept as its class's one empty slab), or full with enough free to rejoin the avail
+// list.
+void settle(Heap* h, Slab* s);
+// `n` blocks of slab `s` of `h` came home: a slab that is not current settles if its count
+// crossed `settle_at`.
+inline void after_frees(Heap* h, Slab* s, std::uint32_t n) {
+  const std::uint32_t before = s->used;
+  s->used -= n;
+  if (!s->current && before > s->settle_at && s->used <= s->settle_at) settle(h, s);
+}
+
+// Retires the empty slabs settle() kept on h's avail lists.
+void retire_kept_empty(Heap* h);
+// Out of memory for a new slab: a full slab of class `cls` with any free block, off the full
+// list; null if none.
+Slab* full_with_free(Heap* h, unsigned cls);
 
 // --- bins.cpp ---
 
