@@ -140,6 +140,7 @@ struct StartLimits {
   }
 };
 inline constexpr StartLimits kStartLimits;
+
 inline std::uint32_t start_limit(unsigned cls) {
   return kStartLimits.of[cls];
 }
@@ -161,6 +162,7 @@ inline void open_bin(Heap* h, unsigned cls) {
   h->bins[cls].limit = reopen_limit(cls, h->bin_overflows[cls]);
   h->bin_overflows[cls] = 0;
 }
+
 // The bin of class `cls` ran empty: its limit doubles, within the heap's budget.
 void grow_limit(Heap* h, unsigned cls);
 // Closes h's bin of class `cls` for a run of frees: its blocks go home, its limit reads 0.
