@@ -12,7 +12,6 @@
 #include "pool/heap_internal.hpp"
 #include "pool/pool.hpp"
 #include "pool/slab_source.hpp"
-#include "pool/starter_slab.hpp"
 
 namespace ak::detail {
 namespace {

@@ -3,13 +3,10 @@
 // retirement) are in heap_slabs.cpp, the bins' limits and walks in bins.cpp; the three share
 // heap_internal.hpp. Invariants: include/allockit/detail/shared_pool.hpp.
 #include <algorithm>
-#include <bit>
-#include <cstring>
 #include <new>
 
 #include "core/core.hpp"
 #include "os/os.hpp"
-#include "pool/free_tags.hpp"
 #include "pool/heap_internal.hpp"
 #include "pool/hot_page.hpp"
 #include "pool/pool.hpp"
