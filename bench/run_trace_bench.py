@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`make bench-trace`: the trace lab's own figures, against issue 5's targets, and every
-../shared/traces journal replayed against every allocator. Writes bench/results/trace.{json,md}
+../shared/traces journal, with a compiler trace recorded here, replayed against every allocator. Writes bench/results/trace.{json,md}
 and bench/results/traces.{json,md}.
 - recording overhead: wall time of a program alone, under the recorder (LD_PRELOAD only), under
   `allockit record` (the recorder compresses as it writes; the command checks the journal after) and under heaptrack, in rotating order, 11 rounds,
@@ -224,6 +224,18 @@ def open_time(page, runs=3):
     return max(0.0, min(wall(cmd + ["file://" + page]) for _ in range(runs)) - base)
 
 
+def compare_row(ak, tmp, name, journal, repeat):
+    out = os.path.join(tmp, "cmp-" + name)
+    print(f"+ compare {name}", flush=True)
+    subprocess.run([ak, "compare", journal, "--allocators", "all", "--repeat", str(repeat),
+                    "--touch", "page", "--out", out], check=True, stdout=subprocess.DEVNULL)
+    doc = json.load(open(os.path.join(out, "compare.json")))
+    stats = json.load(open(os.path.join(out, "stats.json")))
+    return {"trace": name, "events": stats["events"], "bytes_per_event":
+            os.path.getsize(journal) / stats["events"], "peak_live_bytes": stats["peak_live_bytes"],
+            "problems": stats["problems"], "results": doc["results"]}
+
+
 def shared_traces(build, tmp, repeat):
     ak = os.path.join(build, "allockit")
     rows = []
@@ -232,16 +244,26 @@ def shared_traces(build, tmp, repeat):
         journal = os.path.join(tmp, name + ".akj")
         subprocess.run([ak, "import", "--format", "valgrind", path, "-o", journal], check=True,
                        stderr=subprocess.DEVNULL)
-        out = os.path.join(tmp, "cmp-" + name)
-        print(f"+ compare {name}", flush=True)
-        subprocess.run([ak, "compare", journal, "--allocators", "all", "--repeat", str(repeat),
-                        "--touch", "page", "--out", out], check=True, stdout=subprocess.DEVNULL)
-        doc = json.load(open(os.path.join(out, "compare.json")))
-        stats = json.load(open(os.path.join(out, "stats.json")))
-        rows.append({"trace": name, "events": stats["events"], "bytes_per_event":
-                     os.path.getsize(journal) / stats["events"], "peak_live_bytes": stats["peak_live_bytes"],
-                     "problems": stats["problems"], "results": doc["results"]})
+        rows.append(compare_row(ak, tmp, name, journal, repeat))
     return rows
+
+
+# The recorded compiler trace: `c++ -O2 -c` of a fixed translation unit under `allockit record
+# --follow-forks`, whose largest journal is the compiler proper's (cc1plus).
+COMPILER_UNIT = os.path.join(HERE, "trace", "compiler_unit.cpp")
+COMPILER_CMD = ["c++", "-std=c++20", "-O2", "-c", COMPILER_UNIT, "-o", os.devnull]
+
+
+def compiler_trace(build, tmp, repeat):
+    if shutil.which("c++") is None:
+        print("no c++ on PATH: the recorded compiler trace is left out")
+        return []
+    ak = os.path.join(build, "allockit")
+    base = os.path.join(tmp, "compiler.akj")
+    subprocess.run([ak, "record", "-o", base, "--follow-forks", "--stack", "0", "--"] + COMPILER_CMD,
+                   check=True, stderr=subprocess.DEVNULL)
+    journal = max(glob.glob(base + "*"), key=os.path.getsize)
+    return [compare_row(ak, tmp, "cc1plus (recorded)", journal, repeat)]
 
 
 def fmt_ns(v):
@@ -323,14 +345,18 @@ def render_trace(doc):
 
 
 def render_traces(doc):
-    lines = table.header(doc, "../shared/traces replayed against every allocator (issues 5, 10)") + [
+    lines = table.header(doc, "../shared/traces and a recorded compiler trace replayed against every allocator (issues 5, 10)") + [
              "Each trace imported with `allockit import --format valgrind`, then `allockit compare "
              f"--allocators all --repeat {doc['repeat']} --touch page` (speed max; every page of a block "
              "written once, outside the timed window, so memory counts as a program would use it): one process per "
              "allocator and run; latency of every call in ns, all kinds pooled. Peak RSS is the "
              "allocator's resident memory above the replayer's own: RssAnon less non-heap memory, the "
              "larger of its 2 ms samples and the kernel's high-water mark (so a peak between two "
-             "samples counts).", ""]
+             "samples counts). The last row is recorded here, not imported: `allockit record "
+             "--follow-forks` of `" + " ".join(os.path.relpath(c, os.path.join(HERE, "..")) if c == COMPILER_UNIT
+                                                 else c for c in COMPILER_CMD) +
+             "`, replayed as the compiler proper's journal (its largest), a stand-in "
+             "for issue 10's held-out compiler trace.", ""]
     allocs = [r["allocator"] for r in doc["traces"][0]["results"]] if doc["traces"] else []
     lines += ["## p50 / p99 / p99.9 / worst (ns)", "", "| trace | calls | " + " | ".join(allocs) + " |",
               "|---|---:|" + "---:|" * len(allocs)]
@@ -499,7 +525,7 @@ def write_traces(build, tmp, a):
     if not os.path.isdir(TRACES):
         print(f"no shared traces at {TRACES}: traces.md not written")
         return
-    traces = shared_traces(build, tmp, a.repeat)
+    traces = shared_traces(build, tmp, a.repeat) + compiler_trace(build, tmp, a.repeat)
     tdoc = benchlib.result_doc(sys.argv, [], "make bench-trace", traces=traces, repeat=a.repeat)
     benchlib.write_results(a.out, "traces", tdoc, render_traces(tdoc))
 
