@@ -1,7 +1,8 @@
 // Freed big blocks made inaccessible ("sealed"), so a read or write through a stale pointer
 // faults, as it does under glibc, which unmaps its big blocks at free. Medium blocks of 128 KiB or
-// more are sealed past their first page (their free-list link and freed-block tag live there);
-// large blocks are sealed whole in the large-block cache (large_cache.hpp). A sealed block is
+// more are sealed past their first page (their free-list link and freed-block tag live there),
+// emptied first (malloc.cpp, free_medium); large blocks are sealed whole in the large-block cache
+// (large_cache.hpp), emptied first from 1 MiB (large.cpp). A sealed block is
 // unsealed when it is handed out again, never at the next request of the thread that freed it, so
 // a write just after a free-and-reuse faults too.
 //

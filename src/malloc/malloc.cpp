@@ -168,7 +168,13 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 }
 
 // Tags medium block `p` of slab `s` as freed, sealing it past its first page when the guard says
-// so; the seal comes first, so no other thread can take the block before it is sealed. A block of
+// so; the seal comes first, so no other thread can take the block before it is sealed. A block
+// sealed is emptied first, as glibc unmaps the chunks its rising mmap threshold passes: the next
+// request passes over it, and the adaptive guard seals only a new largest size, so it is a block
+// the program is likely done with (a buffer it grew past; peak RSS on the shared traces' replays:
+// ssh 1.07 -> 0.82 MiB, grep 8.16 -> 7.50, syn-mix-realloc 1.44 -> 1.21, mc_server_small 19.62 ->
+// 18.89, their mean calls no slower), and an mprotect of an empty range touches no page table
+// entry. Its first page, with the link and the tag, stays. A block of
 // a class never sealed is checked as a small one is (pool_try_free), without a load of the block,
 // whose line is seldom in cache by its free (alloc_test, 1 call in 100 a medium free: 0.887 ->
 // 0.843 s): a repeat of the last free is caught here, another double free where the block leaves
@@ -182,9 +188,10 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
           : pool_is_newest_free(s, p))
     bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
+  char* const rest = static_cast<char*>(p) + kMediumDataOffset;
+  const std::size_t rest_bytes = s->block_size - kMediumDataOffset;
   const bool seal = sealable && should_seal(s->block_size) &&
-                    os::set_accessible(static_cast<char*>(p) + kMediumDataOffset,
-                                       s->block_size - kMediumDataOffset, false);
+                    (os::decommit(rest, rest_bytes), os::set_accessible(rest, rest_bytes, false));
   w[1] = seal ? sealed_tag(p) : pool_free_tag(p);
   if (seal) tl_last_sealed = p;
   pool_free_in(s, p);

@@ -4,6 +4,7 @@
 // a slab's carve point is reported. Cases that depend on the bar run in a fresh process (threadsafe
 // death tests re-execute the binary), where no block was sealed yet.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -65,6 +66,30 @@ TEST(FreedGuard, MediumBlocksAreSealedPastTheirFirstPage) {
     auto* r = static_cast<char*>(ak_malloc(256 * kKiB));
     REQUIRE(r == p, 16);  // the sealed block, handed out again
     std::memset(r, 2, 256 * kKiB);
+    ak_free(q);
+    ak_free(r);
+  });
+}
+
+// A medium block sealed at free is emptied first, past its first page: its memory goes back to the
+// OS at once (the next request passes over it), and when it is handed out again those pages read
+// zero. The first page, with the free-list link and the freed tag, stays as it was.
+TEST(FreedGuard, ASealedMediumBlockIsEmptiedPastItsFirstPage) {
+  in_fresh_process([] {
+    auto* p = static_cast<char*>(ak_malloc(200 * kKiB));
+    REQUIRE(p != nullptr, 10);
+    const std::size_t size = ak_malloc_usable_size(p);
+    std::memset(p, 1, size);
+    ak_free(p);  // the first free of its size in this process: sealed
+    std::vector<unsigned char> pages(size / 4096);
+    REQUIRE(mincore(p, size, pages.data()) == 0, 11);
+    REQUIRE((pages[0] & 1) == 1, 12);
+    for (std::size_t i = 1; i < pages.size(); ++i) REQUIRE((pages[i] & 1) == 0, 13);
+    auto* q = static_cast<char*>(ak_malloc(200 * kKiB));  // not the block this thread sealed
+    auto* r = static_cast<char*>(ak_malloc(200 * kKiB));
+    REQUIRE(q != p && r == p, 14);
+    REQUIRE(r[4096] == 0 && r[size / 2] == 0 && r[size - 1] == 0, 15);
+    REQUIRE(r[64] == 1, 16);  // the first page kept its bytes past the link and the tag
     ak_free(q);
     ak_free(r);
   });
