@@ -190,8 +190,11 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
   auto* w = static_cast<std::uintptr_t*>(p);
   char* const rest = static_cast<char*>(p) + kMediumDataOffset;
   const std::size_t rest_bytes = s->block_size - kMediumDataOffset;
-  const bool seal = sealable && should_seal(s->block_size) &&
-                    (os::decommit(rest, rest_bytes), os::set_accessible(rest, rest_bytes, false));
+  bool seal = sealable && should_seal(s->block_size);
+  if (seal) {
+    os::decommit(rest, rest_bytes);
+    seal = os::set_accessible(rest, rest_bytes, false);
+  }
   w[1] = seal ? sealed_tag(p) : pool_free_tag(p);
   if (seal) tl_last_sealed = p;
   pool_free_in(s, p);
