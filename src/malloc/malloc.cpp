@@ -171,10 +171,9 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 // so; the seal comes first, so no other thread can take the block before it is sealed. A block
 // sealed is emptied first, as glibc unmaps the chunks its rising mmap threshold passes: the next
 // request passes over it, and the adaptive guard seals only a new largest size, so it is a block
-// the program is likely done with (a buffer it grew past; peak RSS on the shared traces' replays:
-// ssh 1.07 -> 0.82 MiB, grep 8.16 -> 7.50, syn-mix-realloc 1.44 -> 1.21, mc_server_small 19.62 ->
-// 18.89, their mean calls no slower), and an mprotect of an empty range touches no page table
-// entry. Its first page, with the link and the tag, stays. A block of
+// the program is likely done with (a buffer it grew past), and an mprotect of an empty range
+// touches no page table entry (docs/architecture.md, sealed freed blocks, has the figures). Its
+// first page, with the link and the tag, stays. A block of
 // a class never sealed is checked as a small one is (pool_try_free), without a load of the block,
 // whose line is seldom in cache by its free (alloc_test, 1 call in 100 a medium free: 0.887 ->
 // 0.843 s): a repeat of the last free is caught here, another double free where the block leaves
