@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make bench-trace`: the trace lab's own figures, against issue 5's targets, and every
-../shared/traces journal, with a compiler trace recorded here, replayed against every allocator. Writes bench/results/trace.{json,md}
-and bench/results/traces.{json,md}.
+../shared/traces journal, with a compiler trace recorded here, replayed against every allocator.
+Writes bench/results/trace.{json,md} and bench/results/traces.{json,md}.
 - recording overhead: wall time of a program alone, under the recorder (LD_PRELOAD only), under
   `allockit record` (the recorder compresses as it writes; the command checks the journal after) and under heaptrack, in rotating order, 11 rounds,
   each ratio the median over rounds of the variant's time over the program's own in that round;

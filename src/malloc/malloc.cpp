@@ -169,16 +169,15 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
 
 // Tags medium block `p` of slab `s` as freed, sealing it past its first page when the guard says
 // so; the seal comes first, so no other thread can take the block before it is sealed. A block
-// sealed is emptied first, as glibc unmaps the chunks its rising mmap threshold passes: the next
-// request passes over it, and the adaptive guard seals only a new largest size, so it is a block
-// the program is likely done with (a buffer it grew past), and an mprotect of an empty range
-// touches no page table entry (docs/architecture.md, sealed freed blocks, has the figures). Its
-// first page, with the link and the tag, stays. A block of
-// a class never sealed is checked as a small one is (pool_try_free), without a load of the block,
-// whose line is seldom in cache by its free (alloc_test, 1 call in 100 a medium free: 0.887 ->
-// 0.843 s): a repeat of the last free is caught here, another double free where the block leaves
-// its bin (the pop that would hand it out twice, a walk of the bin). A checked slab's block
-// (AK_DEBUG builds, no bin) still has its tag read here.
+// sealed is emptied first (its first page, with the link and the tag, stays), as glibc unmaps
+// the chunks its rising mmap threshold passes: the next request passes over it, the adaptive
+// guard seals only a new largest size, so it is mostly a buffer the program grew past, and an
+// mprotect of an empty range touches no page-table entry (figures: docs/architecture.md, sealed
+// freed blocks). A block of a class never sealed is checked as a small one is (pool_try_free),
+// without a load of the block, whose line is seldom in cache by its free (alloc_test, 1 call in
+// 100 a medium free: 0.887 -> 0.843 s): a repeat of the last free is caught here, another double
+// free where the block leaves its bin (the pop that would hand it out twice, a walk of the bin).
+// A checked slab's block (AK_DEBUG builds, no bin) still has its tag read here.
 [[gnu::noinline]] void free_medium(const char* call, Slab* s, void* p) {
   const bool sealable = s->block_size >= kSealableMediumBytes;
   // A closed bin (a run of frees) sends the block straight home, past the checks a bin makes.
