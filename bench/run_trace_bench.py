@@ -250,8 +250,8 @@ def shared_traces(build, tmp, repeat):
 
 # The recorded compiler trace: `c++ -O2 -c` of a fixed translation unit under `allockit record
 # --follow-forks`, whose largest journal is the compiler proper's (cc1plus).
-COMPILER_UNIT = os.path.join(HERE, "trace", "compiler_unit.cpp")
-COMPILER_CMD = ["c++", "-std=c++20", "-O2", "-c", COMPILER_UNIT, "-o", os.devnull]
+# The command runs in the repository's root.
+COMPILER_CMD = ["c++", "-std=c++20", "-O2", "-c", "bench/trace/compiler_unit.cpp", "-o", os.devnull]
 
 
 def compiler_trace(build, tmp, repeat):
@@ -261,7 +261,7 @@ def compiler_trace(build, tmp, repeat):
     ak = os.path.join(build, "allockit")
     base = os.path.join(tmp, "compiler.akj")
     subprocess.run([ak, "record", "-o", base, "--follow-forks", "--stack", "0", "--"] + COMPILER_CMD,
-                   check=True, stderr=subprocess.DEVNULL)
+                   check=True, stderr=subprocess.DEVNULL, cwd=os.path.join(HERE, ".."))
     journal = max(glob.glob(base + "*"), key=os.path.getsize)
     return [compare_row(ak, tmp, "cc1plus (recorded)", journal, repeat)]
 
@@ -353,8 +353,7 @@ def render_traces(doc):
              "allocator's resident memory above the replayer's own: RssAnon less non-heap memory, the "
              "larger of its 2 ms samples and the kernel's high-water mark (so a peak between two "
              "samples counts). The last row is recorded here, not imported: `allockit record "
-             "--follow-forks` of `" + " ".join(os.path.relpath(c, os.path.join(HERE, "..")) if c == COMPILER_UNIT
-                                                 else c for c in COMPILER_CMD) +
+             "--follow-forks` of `" + " ".join(COMPILER_CMD) +
              "`, replayed as the compiler proper's journal (its largest), a stand-in "
              "for issue 10's held-out compiler trace.", ""]
     allocs = [r["allocator"] for r in doc["traces"][0]["results"]] if doc["traces"] else []

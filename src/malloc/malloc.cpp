@@ -186,10 +186,10 @@ void* alloc_sealable(unsigned cls, bool* zeroed) {
           : pool_is_newest_free(s, p))
     bad_pointer(call, "double free detected", p);
   auto* w = static_cast<std::uintptr_t*>(p);
-  char* const rest = static_cast<char*>(p) + kMediumDataOffset;
-  const std::size_t rest_bytes = s->block_size - kMediumDataOffset;
   bool seal = sealable && should_seal(s->block_size);
   if (seal) {
+    char* const rest = static_cast<char*>(p) + kMediumDataOffset;
+    const std::size_t rest_bytes = s->block_size - kMediumDataOffset;
     os::decommit(rest, rest_bytes);
     seal = os::set_accessible(rest, rest_bytes, false);
   }

@@ -263,9 +263,8 @@ bool trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call) {
 // What thread_heap.cpp calls (heap_internal.hpp)
 // ---------------------------------------------------------------------------------------------
 
-// Closes h's bin of class `cls` for a run of frees: sends its blocks home and sets its limit to
-// 0, so every free of the class takes the way past a full bin, straight home. It keeps its limit
-// for when it opens (open_bin), as set_limit rounds it.
+// With its limit 0, every free of the class takes the way past a full bin, straight home. The
+// limit it had waits for open_bin, as set_limit rounds it.
 void close_bin(Heap* h, unsigned cls) {
   trim_bin(h, cls, 0, "free()");
   const std::uint32_t limit = h->bins[cls].limit;
@@ -275,26 +274,23 @@ void close_bin(Heap* h, unsigned cls) {
   set_limit(h, cls, limit);
 }
 
-// The bin of class `cls` ran empty: its limit doubles, within the heap's budget. (So it does after
-// a short refill too, from a slab with a few blocks free: a heap adopted with such slabs took a
-// bin from 64 to 8,192 blocks in 150 allocations. Doubling only after a full refill, half a bin or
-// half a slab, measured slower on xmalloc, whose refills from slabs its blocks came home to are
-// short: 1.31x tcmalloc paired against 1.00x, on a noisy host.)
+// The limit doubles after a short refill too, from a slab with a few blocks free: a heap adopted
+// with such slabs took a bin from 64 to 8,192 blocks in 150 allocations. Doubling only after a
+// full refill, half a bin or half a slab, measured slower on xmalloc, whose refills from slabs its
+// blocks came home to are short: 1.31x tcmalloc paired against 1.00x, on a noisy host.
 void grow_limit(Heap* h, unsigned cls) {
   h->bin_overflows[cls] = 0;
   raise_limit(h, cls);
 }
 
-// Sends every block in h's bins home (for `call`, named in a report).
 void empty_bins(Heap* h, const char* call) {
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) trim_bin(h, cls, 0, call);
 }
 
-// h's bin of class `cls` is full on a free: makes room for the block (its limit doubled, or its
-// most recent half sent home) and returns whether the bin closes instead, a run of frees of h's
-// own blocks (`own_run`: the freed block is h's and the caller checks tags while a bin is closed)
-// seen in its newest blocks on its first overflow since it ran empty, else in the walk of its
-// second. Closing on the first raises the limit as that overflow would: it opens at the same.
+// Room comes from the limit doubled or the bin's most recent half sent home. It closes on a run of
+// h's own blocks seen in its newest blocks on its first overflow since it ran empty, else in the
+// walk of its second; closing on the first raises the limit as that overflow would, so it opens
+// at the same.
 bool overflow(Heap* h, unsigned cls, bool own_run) {
   if (own_run && h->bin_overflows[cls] == 0 && bin_top_in_runs(h->bins[cls], cls)) {
     raise_limit(h, cls);

@@ -89,8 +89,10 @@ inline void mark_full(Heap* h, Slab* s) {
 // A new slab of class `cls` owned by h, its header set up (not yet current or listed); null when
 // out of memory.
 Slab* new_slab(Heap* h, unsigned cls);
-// A block of class `cls` from h's current slab, refilling the bin from it (a checked or fresh
-// block comes straight); null when there is none or it is exhausted. `*untouched` as malloc's.
+// A block of class `cls` from h's current slab: its free blocks (up to half a bin's worth) refill
+// the bin, which hands out the first; a checked slab, or a zero_tail one with nothing home, hands
+// out one block straight. Null when there is no current slab or it is exhausted. `*untouched` as
+// malloc's.
 void* take_from_current(Heap* h, unsigned cls, bool* untouched);
 
 // A never-used block of zero_tail slab `s` (pool_take_untouched), setting `*untouched` (if given);
@@ -119,8 +121,8 @@ inline void after_frees(Heap* h, Slab* s, std::uint32_t n) {
 
 // Retires the empty slabs settle() kept on h's avail lists.
 void retire_kept_empty(Heap* h);
-// Out of memory for a new slab: a full slab of class `cls` with any free block, off the full
-// list; null if none.
+// Out of memory for a new slab: a full slab of class `cls` with any free block (it had not
+// gathered enough to rejoin the avail list), off the full list; null if none.
 Slab* full_with_free(Heap* h, unsigned cls);
 
 // --- bins.cpp ---

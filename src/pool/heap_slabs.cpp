@@ -242,13 +242,11 @@ Slab* new_slab(Heap* h, unsigned cls) {
   return s;
 }
 
-// A non-current slab of `h` whose use count just reached `settle_at`: it is empty, or full with
-// enough free to rejoin the avail list. An empty small slab stays on the avail list when it is its
-// class's only one there and its owner is the running thread: a program whose use of a class
-// swings between one and two slabs (a shell's fork loop, glibc's bench-malloc-simple) would
-// otherwise hand a slab to the slab source and take it back on every swing, each time through its
-// lock and, in a fresh fork, a copied page. At most one such slab per small class per heap
-// (64 KiB); pool_settle_remote and thread exit retire it.
+// An empty small slab stays on the avail list when it is its class's only one there and its owner
+// is the running thread: a program whose use of a class swings between one and two slabs (a shell's
+// fork loop, glibc's bench-malloc-simple) would otherwise hand a slab to the slab source and take
+// it back on every swing, each time through its lock and, in a fresh fork, a copied page. At most
+// one such slab per small class per heap (64 KiB); pool_settle_remote and thread exit retire it.
 void settle(Heap* h, Slab* s) {
   unlink_unfull(h, s);
   if (s->used == 0 &&
@@ -257,7 +255,6 @@ void settle(Heap* h, Slab* s) {
   link(h, s);
 }
 
-// Retires the empty slabs settle() kept on h's avail lists.
 void retire_kept_empty(Heap* h) {
   for (unsigned cls = 0; cls < kClassCount; ++cls)
     for (Slab *s = h->avail[cls], *next; s; s = next) {
@@ -269,8 +266,6 @@ void retire_kept_empty(Heap* h) {
     }
 }
 
-// Out of memory for a new slab: a full slab of class `cls` that has any free block at all (it
-// had not gathered enough to rejoin the avail list), taken off the full list. Null if none.
 Slab* full_with_free(Heap* h, unsigned cls) {
   for (Slab* s = h->full[cls]; s; s = s->next) {
     if (s->free == nullptr && s->checked_free == nullptr) continue;
@@ -280,9 +275,6 @@ Slab* full_with_free(Heap* h, unsigned cls) {
   return nullptr;
 }
 
-// A block of class `cls` from h's current slab: its free blocks (up to half a bin's worth) refill
-// the bin, which hands out the first; a checked slab, or a zero_tail one with nothing home, hands
-// out one block straight. Null when there is no current slab or it is exhausted.
 void* take_from_current(Heap* h, unsigned cls, bool* untouched) {
   Slab* s = h->current[cls];
   if (s == nullptr) return nullptr;
