@@ -427,12 +427,13 @@ void pool_after_sent_home(Slab* s) noexcept;
 // Block `p` of slab `s` of class `cls` (a bin's class), freed past its full bin in h: straight
 // onto its slab's list, returning true, when the bin is closed (limit 0: a run of frees, which
 // the bin would only pass on in its walks, each block's line read a second time) and h owns the
-// slab; else false, changing nothing. A block of a tagged class that carries its freed tag
+// slab; else false, changing nothing. pool_send_home_owned is the part after the bin's test, for
+// a caller that has the bin's limit in hand. A block of a tagged class that carries its freed tag
 // already (freed twice) does not go, for the caller's checks to report; nor does the list's head.
 // (That read of a cold block costs little: without it sh6bench ran 1.01x the time, as the link's
 // store brings the line in anyway.)
-inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
-  if (h->bins[cls].limit != 0 || slab_owner(s) != h || s->free == p) return false;
+inline bool pool_send_home_owned(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
+  if (slab_owner(s) != h || s->free == p) return false;
   if (class_has_tag(cls)) {
     if (pool_carries_tag(p)) return false;
     pool_tag_freed(p);
@@ -444,6 +445,9 @@ inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept
     pool_after_sent_home(s);
   return true;
 }
+inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
+  return h->bins[cls].limit == 0 && pool_send_home_owned(h, s, cls, p);
+}
 
 // Tags block `p` of slab `s` as freed, as the fast frees do: in the word Slab::tag_word names,
 // with no branch on the class; an 8-byte block's tag lands in its link's word, which the push
@@ -452,16 +456,13 @@ inline void pool_tag_freed_in(const Slab* s, void* p) noexcept {
   static_cast<std::uintptr_t*>(p)[s->tag_word] = pool_free_tag(p);
 }
 
-// liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto this
-// thread's bin, tagged, and returns true; returns false, changing nothing, for a full bin or a
-// thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block freed twice
-// in a row. No load of the block: a double free further down the bin is found when the block
-// leaves it (pool_free_tag).
-// (Reading the tag here cost xmalloc 16%, larson 10%: the block's line is often cold or on
-// another core, and a load, unlike a store, holds up everything after it.)
-inline bool pool_try_free(Slab* s, void* p) noexcept {
-  const unsigned cls = s->bin_class;  // not kNoBin: pool_may_fast_free passed
-  Bin& bin = tl_heap->bins[cls];
+// liballockit's free: pushes block `p` of small slab `s` (pool_may_fast_free passed) onto `bin`,
+// this thread's bin of its class, tagged, and returns true; returns false, changing nothing, for a
+// full bin or a thread without a heap (as pool_free_in) and for `p` the bin's newest block, a block
+// freed twice in a row. No load of the block: a double free further down the bin is found when the
+// block leaves it (pool_free_tag). (Reading the tag here cost xmalloc 16%, larson 10%: the block's
+// line is often cold or on another core, and a load, unlike a store, holds up everything after it.)
+inline bool pool_try_free_to(Bin& bin, Slab* s, void* p) noexcept {
   if (bin.count >= bin.limit || bin.free == p) return false;
   pool_tag_freed_in(s, p);
   bin_push(bin, p);
