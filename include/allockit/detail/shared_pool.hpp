@@ -428,13 +428,13 @@ void pool_after_sent_home(Slab* s) noexcept;
 // Block `p` of slab `s` of class `cls` (a bin's class), freed past its full bin in h: straight
 // onto its slab's list, returning true, when the bin is closed (limit 0: a run of frees, which
 // the bin would only pass on in its walks, each block's line read a second time) and h owns the
-// slab; else false, changing nothing. pool_send_home_owned is the part after the bin's test, for
-// a caller that has the bin's limit in hand; kHomeTagged: `p` is a small block, so every block
-// home in its slab carries its tag (never a sealed medium block's), and the tag's test stands for
-// the list head's. A block of a tagged class that carries its freed tag
+// slab; else false, changing nothing. A block of a tagged class that carries its freed tag
 // already (freed twice) does not go, for the caller's checks to report; nor does the list's head.
 // (That read of a cold block costs little: without it sh6bench ran 1.01x the time, as the link's
-// store brings the line in anyway.)
+// store brings the line in anyway.) pool_send_home_owned is the part after the bin's test, for a
+// caller that has the bin's limit in hand. kHomeTagged: `p` is a small block, so every block home
+// in its slab carries its tag (none is a sealed medium block), and the tag's test stands for the
+// list head's (tests/malloc/closed_bin_test.cpp).
 template <bool kHomeTagged = false>
 inline bool pool_send_home_owned(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
   if (slab_owner(s) != h) return false;
