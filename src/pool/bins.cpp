@@ -31,7 +31,7 @@ namespace {
 // (close_bin): on its first overflow since it ran empty when its 16 newest blocks are such runs
 // (bin_top_in_runs), else on its second when the walk home finds them (trim_bin). It sends its
 // blocks home, and until it next runs empty, its heap's blocks freed past it go straight onto
-// their slabs' lists (pool_try_send_home, which checks a tagged class's tag), other heaps' to
+// their slabs' lists (pool_send_home, which checks a tagged class's tag), other heaps' to
 // their owners. A run of frees then reads each block once, not again in a walk (sh6bench
 // 0.91-0.93x the time, paired, when bins came to close on the second overflow; then 0.96x with
 // the untagged 8-byte class closing too, and 0.93-0.94x with the first overflow closing as well,

@@ -154,30 +154,4 @@ TEST(ClosedBin, APoolFreeOpensTheBin) {
   });
 }
 
-// A closed bin's free sends the block home after a test of its tag: every block home carries
-// one, so the tag catches a block freed again, at its slab's list head or further down; the
-// untagged 8-byte class is caught at the head. Each is reported at the second free.
-void free_twice_past_a_closed_bin(std::size_t size, bool between) {
-  std::thread([&] {
-    const unsigned cls = class_for(size, 8);
-    std::vector<void*> v = malloc_many(40000, size);
-    if (free_from_back_until(v, [&] { return tl_heap->bins[cls].limit == 0; }) < 2)
-      std::_Exit(0);  // the bin stayed open: not reported, the death test fails
-    void* const a = v.back();
-    v.pop_back();
-    ak_free(a);
-    if (between) ak_free(v.back());
-    ak_free(a);
-    std::_Exit(0);
-  }).join();
-}
-
-TEST(ClosedBinDeathTest, ABlockFreedAgainPastAClosedBinIsReported) {
-  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(free_twice_past_a_closed_bin(kSize, false), "double free");  // its list's head
-  EXPECT_DEATH(free_twice_past_a_closed_bin(kSize, true), "double free");   // under another
-  EXPECT_DEATH(free_twice_past_a_closed_bin(8, false), "double free");      // untagged: the head
-}
-
 }  // namespace

@@ -157,7 +157,7 @@ std::uint16_t walk_epoch_of(const void* p) {
 }
 
 // Frees blocks b[from..], each sent home by a walk of its own (ak_collect), never closing the bin,
-// which a run of frees does (its blocks then go home without a walk: pool_try_send_home). Exits
+// which a run of frees does (its blocks then go home without a walk: pool_send_home). Exits
 // with 3 when the last is not marked: the case is not set up.
 void free_each_through_a_walk(const std::vector<void*>& b, std::size_t from) {
   for (std::size_t i = from; i < b.size(); ++i) {
@@ -229,7 +229,7 @@ TEST(FreeTagDeathTest, DoubleFreeOfABlockSentHomeIsCaughtAtItsSecondPop) {
 }
 
 // While a bin is closed in a run of frees, liballockit's free sends a block of 64 bytes or more
-// straight onto its slab's list (pool_try_send_home) after checking its tag: a second free of
+// straight onto its slab's list (pool_send_home) after checking its tag: a second free of
 // one is reported at the call, whether it is the list's head or further down.
 TEST(FreeTagDeathTest, ASecondFreeOfABlockSentStraightHomeIsReportedAtTheCall) {
   if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";

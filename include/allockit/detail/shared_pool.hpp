@@ -422,24 +422,21 @@ inline void bin_push(Bin& bin, void* p) noexcept {
   ++bin.count;
 }
 
-// pool_try_send_home's slow part: slab `s`, not current, reached its `settle_at`.
+// pool_send_home's slow part: slab `s`, not current, reached its `settle_at`.
 void pool_after_sent_home(Slab* s) noexcept;
 
-// Block `p` of slab `s` of class `cls` (a bin's class), freed past its full bin in h: straight
-// onto its slab's list, returning true, when the bin is closed (limit 0: a run of frees, which
-// the bin would only pass on in its walks, each block's line read a second time) and h owns the
-// slab; else false, changing nothing. A block of a tagged class that carries its freed tag
-// already (freed twice) does not go, for the caller's checks to report; nor does the list's head.
-// (That read of a cold block costs little: without it sh6bench ran 1.01x the time, as the link's
-// store brings the line in anyway.) pool_send_home_owned is the part after the bin's test, for a
-// caller that has the bin's limit in hand. kHomeTagged: `p` is a small block, so every block home
-// in its slab carries its tag (none is a sealed medium block), and the tag's test stands for the
-// list head's (tests/malloc/closed_bin_test.cpp).
-template <bool kHomeTagged = false>
-inline bool pool_send_home_owned(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
+// Small block `p` of slab `s` of class `cls`, freed past h's closed bin of its class (limit 0: a
+// run of frees, which the bin would only pass on in its walks, each block's line read a second
+// time): straight onto its slab's list, returning true, when h owns the slab; else false, changing
+// nothing. A block of a tagged class that carries its freed tag already (freed twice) does not go,
+// for the caller's checks to report: every block home in a small slab carries its tag, so the test
+// covers the list's head too. The untagged 8-byte class checks the head alone. (That read of a cold
+// block costs little: without it sh6bench ran 1.01x the time, as the link's store brings the line
+// in anyway.)
+inline bool pool_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
   if (slab_owner(s) != h) return false;
   if (class_has_tag(cls)) {
-    if ((!kHomeTagged && s->free == p) || pool_carries_tag(p)) return false;
+    if (pool_carries_tag(p)) return false;
     pool_tag_freed(p);
   } else if (s->free == p) {
     return false;
@@ -450,9 +447,6 @@ inline bool pool_send_home_owned(Heap* h, Slab* s, unsigned cls, void* p) noexce
   if (--s->used == s->settle_at && !s->current) [[unlikely]]
     pool_after_sent_home(s);
   return true;
-}
-inline bool pool_try_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
-  return h->bins[cls].limit == 0 && pool_send_home_owned(h, s, cls, p);
 }
 
 // Tags block `p` of slab `s` as freed, as the fast frees do: in the word Slab::tag_word names,
