@@ -332,14 +332,14 @@ inline std::uintptr_t small_slab_base(const Slab* s) noexcept {
   return region + ((h - region - kHeaderTableOffset) / kSlabHeaderBytes << kSlabShift);
 }
 
-// Pops a block of class `cls` from this thread's bin, or returns null when the bin is empty
-// (nothing else is tried). Three dependent loads, one branch, a store and a decrement. The next
-// block's line is fetched ahead, for writing: it is often cold or last written on another core (a
-// block another thread freed or sent home), and the next malloc would wait for it there
+// Pops a block of class `cls` from the bin of heap `h` (this thread's), or returns null when the
+// bin is empty (nothing else is tried). Three dependent loads, one branch, a store and a decrement.
+// The next block's line is fetched ahead, for writing: it is often cold or last written on another
+// core (a block another thread freed or sent home), and the next malloc would wait for it there
 // (producer/consumer xmalloc: 0.90-0.92x the time; glibc_simple 0.92x, sh8bench 0.95x, sh6bench
 // 0.96x; larson, rptest and the rest within 2%; paired runs, 3 to 7 rounds).
-inline void* pool_pop(unsigned cls) noexcept {
-  Bin& bin = tl_heap->bins[cls];
+inline void* pool_pop(Heap* h, unsigned cls) noexcept {
+  Bin& bin = h->bins[cls];
   PoolBlock* b = bin.free;
   if (b == nullptr) [[unlikely]]
     return nullptr;
@@ -348,6 +348,9 @@ inline void* pool_pop(unsigned cls) noexcept {
   bin.free = next;
   --bin.count;
   return b;
+}
+inline void* pool_pop(unsigned cls) noexcept {
+  return pool_pop(tl_heap, cls);
 }
 
 // The secure build's malloc fast path: pops as pool_pop, but hands the decoded link, now the bin's
@@ -395,14 +398,14 @@ inline void* pool_take_untouched(Slab* s) noexcept {
   return p;
 }
 
-// A never-used block of class `cls` from this thread's current slab of the class when that slab
-// hands out untouched blocks, else null: what pool_alloc_slow would return first, without the
-// calls in front of it. malloc's slow path tries it first: a growing program takes every fresh
-// block there, and the call chain down to it (the size's class again, a second pop, the
+// A never-used block of class `cls` from the current slab of the class of heap `h` (this thread's)
+// when that slab hands out untouched blocks, else null: what pool_alloc_slow would return first,
+// without the calls in front of it. malloc's slow path tries it first: a growing program takes
+// every fresh block there, and the call chain down to it (the size's class again, a second pop, the
 // starter-slab tests) cost about 75 instructions per block more (100,000 fresh blocks, then
 // freed: 60.3M -> 52.7M instructions in all).
-inline void* pool_take_fresh(unsigned cls) noexcept {
-  Slab* const s = tl_heap->current[cls];
+inline void* pool_take_fresh(Heap* h, unsigned cls) noexcept {
+  Slab* const s = h->current[cls];
   return s != nullptr && pool_gives_untouched(s) ? pool_take_untouched(s) : nullptr;
 }
 
