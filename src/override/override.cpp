@@ -59,6 +59,22 @@ AK_EXPORT void free_aligned_sized(void* p, size_t a, size_t n) {
 AK_EXPORT int malloc_trim(size_t pad) {
   return ak_malloc_trim(pad);
 }
+// glibc's own names for its allocator, which a program or library may call directly (a malloc
+// wrapper, an older runtime): a block from one name freed through the other must not cross
+// allocators, so these are allockit's too, as in tcmalloc and mimalloc.
+#if defined(__clang__)
+#define AK_SAME_AS(name) __attribute__((alias(#name)))
+#else  // GCC: the alias takes its target's attributes (nothrow, malloc, alloc_size), as it must
+#define AK_SAME_AS(name) __attribute__((alias(#name), copy(name)))
+#endif
+AK_EXPORT void* __libc_malloc(size_t) AK_SAME_AS(malloc);
+AK_EXPORT void __libc_free(void*) AK_SAME_AS(free);
+AK_EXPORT void* __libc_calloc(size_t, size_t) AK_SAME_AS(calloc);
+AK_EXPORT void* __libc_realloc(void*, size_t) AK_SAME_AS(realloc);
+AK_EXPORT void* __libc_memalign(size_t, size_t) AK_SAME_AS(memalign);
+AK_EXPORT void* __libc_valloc(size_t) AK_SAME_AS(valloc);
+AK_EXPORT void* __libc_pvalloc(size_t) AK_SAME_AS(pvalloc);
+#undef AK_SAME_AS
 #endif
 
 // ---- C++: throwing forms loop on the new_handler, as the standard requires ----

@@ -29,6 +29,35 @@ C
 cc -O1 probe.c -o probe -ldl
 [ "$(run ./probe)" = "probe ok" ]
 
+step "glibc's own names (__libc_malloc ...) are allockit's: a block from one name freed by the other"
+cat > libc_names.c <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+void* __libc_malloc(size_t); void __libc_free(void*); void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t); void* __libc_memalign(size_t, size_t);
+void* __libc_valloc(size_t); void* __libc_pvalloc(size_t);
+int main(void) {
+  size_t (*usable)(void*) = (size_t (*)(void*))dlsym(RTLD_DEFAULT, "ak_malloc_usable_size");
+  char* p = __libc_malloc(100); strcpy(p, "hello");
+  p = realloc(p, 5000); if (strcmp(p, "hello") || usable(p) < 5000) return 1;
+  free(p);
+  p = malloc(50); p = __libc_realloc(p, 300000); if (usable(p) < 300000) return 2;
+  __libc_free(p);
+  int* z = __libc_calloc(1000, sizeof(int)); for (int i = 0; i < 1000; ++i) if (z[i]) return 3;
+  free(z);
+  void* a = __libc_memalign(256, 100); if ((unsigned long)a & 255 || usable(a) < 100) return 4;
+  __libc_free(a);
+  void* v = __libc_valloc(10); void* pv = __libc_pvalloc(10);
+  if ((unsigned long)v & 4095 || (unsigned long)pv & 4095 || usable(pv) < 4096) return 5;
+  free(v); __libc_free(pv);
+  puts("libc names ok"); return 0;
+}
+C
+cc -O1 libc_names.c -o libc_names -ldl
+[ "$(run ./libc_names)" = "libc names ok" ]
+
 step "the library depends on libc alone; no thread at load, nor in a young process caching little"
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 [ "$needed" = "libc.so.6 " ] || { echo "NEEDED: $needed (want libc.so.6 only)"; exit 1; }
