@@ -32,12 +32,13 @@ namespace {
 // (bin_top_in_runs), else on its second when the walk home finds them (trim_bin). It sends its
 // blocks home, and until it next runs empty, its heap's blocks freed past it go straight onto
 // their slabs' lists (pool_send_home, which checks a tagged class's tag), other heaps' to
-// their owners. A run of frees then reads each block once, not again in a walk (sh6bench
-// 0.91-0.93x the time, paired, when bins came to close on the second overflow; then 0.96x with
-// the untagged 8-byte class closing too, and 0.93-0.94x with the first overflow closing as well,
-// against the build before both), and the closed bin pins no slab. Blocks freed in random order
-// (scattered slabs: churn, or a bin that would pin a slab a block) keep the walks. What a thread
-// that frees everything and goes idle keeps is its bins: their start limits and at most
+// their owners; three such frees in a row on three other slabs end the run, and the third opens
+// the bin (pool_continues_run). A run of frees then reads each block once, not again in a walk
+// (sh6bench 0.91-0.93x the time, paired, when bins came to close on the second overflow; then 0.96x
+// with the untagged 8-byte class closing too, and 0.93-0.94x with the first overflow closing as
+// well, against the build before both), and the closed bin pins no slab. Blocks freed in random
+// order (scattered slabs: churn, or a bin that would pin a slab a block) keep the walks. What a
+// thread that frees everything and goes idle keeps is its bins: their start limits and at most
 // kHeapBinBytes (shared_pool.hpp) more, all threads' together kAllBinBytes more (up to 64
 // threads; past that, kMinHeapBinBytes each), each block pinning at most one otherwise empty
 // slab; a long run of frees first shrinks them to their start limits (100,000 blocks freed in
@@ -272,6 +273,7 @@ void close_bin(Heap* h, unsigned cls) {
   h->bins[cls].limit = 0;  // closed at its start limit (no doublings): grown_bytes unchanged
   h->bin_overflows[cls] = 0;
   set_limit(h, cls, limit);
+  h->home_run_breaks = 0;  // a run of frees starts (pool_continues_run)
 }
 
 // The limit doubles after a short refill too, from a slab with a few blocks free: a heap adopted

@@ -386,6 +386,12 @@ void pool_free_other(Slab* s, void* p) noexcept {
   slab_source_report_cached();  // the heap is whole again (slab_source.hpp)
 }
 
+void pool_reopen_bin(Heap* h, Slab* s, void* p) noexcept {
+  open_bin(h, s->bin_class);
+  pool_tag_freed_in(s, p);
+  bin_push(h->bins[s->bin_class], p);
+}
+
 void pool_free_untagged(Slab* s, void* p) noexcept {
   if (s->block_size >= 16) pool_tag_freed(p);
   Heap* h = tl_heap;

@@ -83,6 +83,42 @@ TEST(ClosedBin, ARunOfFreesClosesTheBinAndSendsBlocksStraightHome) {
   });
 }
 
+// A closed bin's run of frees may move on from slab to slab, as blocks freed in the order they
+// were handed out do; frees that change slabs three times in a row are scattered (blocks freed in
+// random order, each read cold for its tag on the way home): the third opens the bin and joins it.
+TEST(ClosedBin, ARunMovesAcrossSlabsButThreeScatteredFreesOpenTheBin) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  in_new_thread([] {
+    const unsigned cls = class_for(kSize, 8);
+    std::vector<void*> v = malloc_many(40000);
+    const Bin& bin = tl_heap->bins[cls];
+    ASSERT_GT(free_from_back_until(v, [&] { return bin.limit == 0; }), 3000u);
+    const std::size_t per_slab = kSlabSize / class_size(cls);
+    for (std::size_t i = 0; i < 4 * per_slab; ++i) {  // the run goes on through four slabs
+      void* const p = v.back();
+      ak_free(p);
+      v.pop_back();
+      ASSERT_EQ(bin.limit, 0u) << "the run reopened the bin after " << i << " frees";
+      ASSERT_EQ(slab_of(p)->free, p);
+    }
+    void* scattered[3];
+    for (int i = 0; i < 3; ++i) {  // from the front (past the starter slab's), one slab each
+      scattered[i] = std::exchange(v[100 + std::size_t(i) * 400], nullptr);
+      ASSERT_NE(slab_of(scattered[i]), slab_of(v.back()));
+    }
+    for (int i = 0; i < 2; ++i) {
+      ak_free(scattered[i]);
+      EXPECT_EQ(bin.limit, 0u);
+      EXPECT_EQ(slab_of(scattered[i])->free, scattered[i]);  // home, its tag checked
+    }
+    ak_free(scattered[2]);
+    EXPECT_NE(bin.limit, 0u);  // open again
+    EXPECT_EQ(bin.free, scattered[2]);
+    EXPECT_EQ(bin.count, 1u);
+    for (void* q : v) ak_free(q);
+  });
+}
+
 // When the bin's newest blocks, at its first overflow, come from scattered slabs, it stays open;
 // a later overflow closes it when its walk home finds runs.
 TEST(ClosedBin, ScatteredNewestBlocksLeaveTheClosingToTheWalk) {

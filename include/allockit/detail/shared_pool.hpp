@@ -220,11 +220,13 @@ struct alignas(64) Heap {
   // (back to 1 when its limit halves). While the bin is closed (its limit 0, in a run of frees:
   // bins.cpp close_bin), how many times its start limit doubles when it opens.
   std::uint8_t bin_overflows[kHeapClasses] = {};
-  std::size_t bin_bytes = 0;       // what the bins' limits have grown past their start, in bytes
-  unsigned steal_next = 0;         // the class whose limit budget goes next
-  std::uint16_t walk_epoch = 0;    // the epoch of its last walk of a bin (pool/free_tags.hpp)
-  Slab* avail[kHeapClasses] = {};  // per class: other slabs with free or carvable blocks
-  Slab* full[kHeapClasses] = {};   // per class: slabs waiting for enough frees to rejoin
+  std::uint32_t home_run = 0;        // pool_continues_run: the slab of the last free sent home
+  std::size_t bin_bytes = 0;         // what the bins' limits have grown past their start, in bytes
+  unsigned steal_next = 0;           // the class whose limit budget goes next
+  std::uint16_t walk_epoch = 0;      // the epoch of its last walk of a bin (pool/free_tags.hpp)
+  std::uint8_t home_run_breaks = 0;  // pool_continues_run: changes of slab in a row, up to two
+  Slab* avail[kHeapClasses] = {};    // per class: other slabs with free or carvable blocks
+  Slab* full[kHeapClasses] = {};     // per class: slabs waiting for enough frees to rejoin
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
   unsigned outgoing_used = 0;            // entries holding blocks
   bool is_real = false;                  // false only for the sentinel heap of threads without one
@@ -428,16 +430,38 @@ inline void bin_push(Bin& bin, void* p) noexcept {
 // pool_send_home's slow part: slab `s`, not current, reached its `settle_at`.
 void pool_after_sent_home(Slab* s) noexcept;
 
-// Small block `p` of slab `s` of class `cls`, freed past h's closed bin of its class (limit 0: a
-// run of frees, which the bin would only pass on in its walks, each block's line read a second
-// time): straight onto its slab's list, returning true, when h owns the slab; else false, changing
-// nothing. A block of a tagged class that carries its freed tag already (freed twice) does not go,
-// for the caller's checks to report: every block home in a small slab carries its tag, so the test
-// covers the list's head too. The untagged 8-byte class checks the head alone. (That read of a cold
-// block costs little: without it sh6bench ran 1.01x the time, as the link's store brings the line
-// in anyway.)
-inline bool pool_send_home(Heap* h, Slab* s, unsigned cls, void* p) noexcept {
-  if (slab_owner(s) != h) return false;
+// Whether a free of a block of h's own slab `s` past h's closed bin continues the run of frees
+// that closed it: its slab is the last such free's (the low 32 bits of the header's address: a
+// rare false match only sends a block home), or that free stayed on its slab. Two changes of slab
+// in a row end the run: blocks freed in random order change slabs at nearly every free, and each
+// would be read cold to check its tag before it goes home (mc_server_small's replay: 1,000-1,500
+// frees at 100-400 ns, against jemalloc's 50, whose free never reads the block), so their bin
+// opens again and takes them as any free (pool_reopen_bin). A run, blocks freed in the order they
+// were handed out, stays on a slab for hundreds of frees (sh6bench: 3 changes in 1,000 frees).
+inline bool pool_continues_run(Heap* h, const Slab* s) noexcept {
+  const auto key = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(s));
+  if (key == h->home_run) [[likely]] {
+    h->home_run_breaks = 0;
+    return true;
+  }
+  h->home_run = key;
+  if (h->home_run_breaks == 2) return false;
+  ++h->home_run_breaks;
+  return true;
+}
+// Opens h's closed bin of the class of slab `s` (its limit back) and pushes block `p` of `s`,
+// tagged, onto it: a free past the bin that ends its run of frees (pool_continues_run).
+void pool_reopen_bin(Heap* h, Slab* s, void* p) noexcept;
+
+// Small block `p` of this thread's own slab `s` of class `cls`, freed past its closed bin of its
+// class (limit 0: a run of frees, which the bin would only pass on in its walks, each block's line
+// read a second time): straight onto its slab's list, returning true; or false, changing nothing,
+// for a block of a tagged class that carries its freed tag already (freed twice), for the caller's
+// checks to report: every block home in a small slab carries its tag, so the test covers the
+// list's head too. The untagged 8-byte class checks the head alone. (That read costs little in a
+// run, whose blocks come in address order: without it sh6bench ran 1.01x the time, as the link's
+// store brings the line in anyway.)
+inline bool pool_send_home(Slab* s, unsigned cls, void* p) noexcept {
   if (class_has_tag(cls)) {
     if (pool_carries_tag(p)) return false;
     pool_tag_freed(p);
