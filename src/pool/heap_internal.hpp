@@ -129,6 +129,8 @@ Slab* full_with_free(Heap* h, unsigned cls);
 
 // The most blocks a bin may hold.
 inline constexpr std::uint32_t kMaxBinBlocks = 8192;
+// What an overflow sends home at most (bins.cpp overflow_sends).
+inline constexpr std::uint32_t kMaxSentHome = 512;
 
 // A bin's first limit: about 16 KiB of blocks, at least 8 and at most 64; a medium class starts
 // at one block.
