@@ -136,7 +136,7 @@ bool raise_limit(Heap* h, unsigned cls) {
 // larson, alloc_test1, mstress, rptest, sh6bench, sh8bench, glibc_thread, random_sizes within
 // noise (paired, 5-9 rounds: 0.89-1.01x).
 std::uint32_t overflow_sends(std::uint32_t limit) {
-  return std::min(limit / 2, kMaxSentHome);
+  return std::min(limit - limit / 2, kMaxSentHome);  // a bin of one block sends it
 }
 
 // Overflows (each sending overflow_sends home) after which a bin's limit halves: enough to send

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <semaphore>
 #include <thread>
 #include <utility>
@@ -403,6 +404,36 @@ TEST(Malloc, AMediumSlabHandedToAnotherClassIsEmptiedFirst) {
       ak_free(other);
     }).join();
   });
+}
+
+// A bin never holds more than its limit, down to a medium class's bin of one block. A thread that
+// frees another thread's blocks, allocating none, has its bin at its start limit (one block); its
+// first overflow doubles it, and its overflows after halve it back to one after a long run of
+// frees. Each overflow then sends a block home (sending half of one, rounded down, sent none,
+// and the bin took a second block).
+TEST(Malloc, AMediumBinHoldsNoMoreThanItsLimitInALongRunOfFrees) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  constexpr std::size_t kBlock = std::size_t(64) << 10;
+  std::vector<void*> v;
+  std::thread([&] {
+    for (int i = 0; i < 700; ++i) v.push_back(ak_malloc(kBlock));
+  }).join();
+  std::shuffle(v.begin(), v.end(), std::mt19937(5));  // scattered slabs: the bin never closes
+  std::thread([&] {
+    ak_free(ak_malloc(std::size_t(100) << 10));  // this thread's heap (another class), its bins
+                                                 // at their start limits
+    const unsigned cls = ak::detail::class_of(kBlock);
+    const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
+    std::uint32_t largest_limit = 0, limit_after = 0;
+    for (void* p : v) {
+      ak_free(p);
+      ASSERT_LE(bin.count, bin.limit);
+      largest_limit = std::max(largest_limit, bin.limit);
+      limit_after = bin.limit;
+    }
+    EXPECT_EQ(largest_limit, 2u);
+    EXPECT_EQ(limit_after, 1u);  // the run brought it back down to one block
+  }).join();
 }
 
 // A medium request with no free block of its class at hand takes a free block of a larger class
