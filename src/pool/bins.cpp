@@ -128,13 +128,13 @@ bool raise_limit(Heap* h, unsigned cls) {
   return false;
 }
 
-// What an overflow of a bin of `limit` blocks sends home: half of it, at most kMaxSentHome blocks.
-// A bin grown to 8,192 blocks sent 4,096 at once, a walk of 13-155 us inside one free, most of
-// its lines out of cache: bdd-aa32's teardown (its BDD nodes freed in random order) had 6-8 frees
-// over 5 us, 170-260 us in all, its worst calls. At 512, 6-7 frees over 5 us took 60-76 us and
-// 45 more 1-5 us (a scratch replayer, two runs each), the mean free 36.5 -> 35 ns; xmalloc,
-// larson, alloc_test1, mstress, rptest, sh6bench, sh8bench, glibc_thread, random_sizes within
-// noise (paired, 5-9 rounds: 0.89-1.01x).
+// What an overflow of a bin of `limit` blocks sends home: half of it (rounded up), at most
+// kMaxSentHome blocks. A bin grown to 8,192 blocks sent 4,096 at once, a walk of 13-155 us inside
+// one free over blocks of scattered slabs, their headers out of cache: bdd-aa32's teardown (its BDD
+// nodes freed in random order) had 6-8 frees over 5 us, 170-260 us in all, its worst calls. At 512,
+// 6-7 frees over 5 us took 60-76 us and 45 more 1-5 us (a scratch replayer, two runs each), the
+// mean free 36.5 -> 35 ns; xmalloc, larson, alloc_test1, mstress, rptest, sh6bench, sh8bench,
+// glibc_thread, random_sizes within noise (paired, 5-9 rounds: 0.89-1.01x).
 std::uint32_t overflow_sends(std::uint32_t limit) {
   return std::min(limit - limit / 2, kMaxSentHome);  // a bin of one block sends it
 }
