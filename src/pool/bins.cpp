@@ -311,11 +311,11 @@ bool overflow(Heap* h, unsigned cls, bool own_run) {
     return true;
   }
   if (after_overflow(h, cls)) return false;
-  // A bin over a limit just halved keeps more: the frees after send the rest, a walk each.
-  const std::uint32_t limit = h->bins[cls].limit, count = h->bins[cls].count;
-  const std::uint32_t keep =
-      std::max(limit - overflow_sends(limit), count - std::min(count, kMaxSentHome));
-  return trim_bin(h, cls, keep, "free()") && own_run && h->bin_overflows[cls] >= 2;
+  // Down to half its limit, at most kMaxSentHome blocks a free (overflow_sends of a full bin): a
+  // bin over a limit just halved sends the rest over the frees that follow.
+  const Bin& bin = h->bins[cls];
+  const std::uint32_t sent = std::min(bin.count - bin.limit / 2, kMaxSentHome);
+  return trim_bin(h, cls, bin.count - sent, "free()") && own_run && h->bin_overflows[cls] >= 2;
 }
 
 }  // namespace ak::detail
