@@ -110,13 +110,15 @@ TEST(Bins, TheFirstOverflowAfterTheBinRanEmptyDoublesItsLimit) {
     // never be twice the limit and one. Another thread's blocks make up the rest, freed last:
     // they join this thread's bin as its own do, but one past a full bin goes to its owner. (A
     // heap adopted from an earlier test has partly used slabs, whose short refills double the
-    // limit faster: the loop stops while it can still double.)
-    for (int i = 0; i < 600 && ak::detail::pool_bin_limit(cls) <= 2048; ++i)
+    // limit faster: the loop stops while it can still double, and while half the doubled limit
+    // is at most what one overflow sends, kMaxSentHome.)
+    for (int i = 0; i < 600 && ak::detail::pool_bin_limit(cls) < ak::detail::kMaxSentHome; ++i)
       v.push_back(ak::pool_allocate(kSize, 8));
     const ak::detail::Bin& bin = ak::detail::tl_heap->bins[cls];
     const std::uint32_t limit = bin.limit;
     ASSERT_GE(limit, 64u);
-    ASSERT_LE(limit, 4096u);  // so it can double (bins stop at 8,192 blocks)
+    ASSERT_LE(limit, 4096u);                     // so it can double (bins stop at 8,192 blocks)
+    ASSERT_LE(limit, ak::detail::kMaxSentHome);  // so its overflows send half of twice it
     std::vector<void*> other;
     std::thread([&] {
       while (v.size() + other.size() < 2 * limit + 1) other.push_back(ak::pool_allocate(kSize, 8));
