@@ -27,6 +27,8 @@ inline RemoteBatch& batch_entry(Heap* h, const Slab* s) {
 
 // Block `p` of slab `s` of another heap, freed by h's thread: into the batch for that slab.
 void batch_remote(Heap* h, Slab* s, void* p);
+// Hands every batch of h's over to its owner.
+void flush_outgoing(Heap* h);
 
 // --- heap_slabs.cpp: slabs ---
 
@@ -174,6 +176,18 @@ void close_bin(Heap* h, unsigned cls);
 // h's bin of class `cls` is full on a free: makes room, and returns whether it closes instead
 // (`own_run`: the freed block is h's and its caller checks tags while a bin is closed).
 bool overflow(Heap* h, unsigned cls, bool own_run);
+// Shortages (bins.cpp): a heap needs a new slab of class `cls` while other threads hold heaps,
+// whose bins may keep what it needed. Called before it takes one.
+void note_shortage(unsigned cls);
+extern std::atomic<std::uint32_t> g_shortages;  // shortages noted, over the process
+// Answers the shortages noted since h last looked: each bin of such a class that holds mostly
+// other heaps' blocks sends half of them home (at most kMaxSentHome). One load and compare when
+// there is none; h's slow paths call it (`call` names the caller in a report).
+void answer_shortages(Heap* h, const char* call);
+inline void check_shortages(Heap* h, const char* call) {
+  if (std::uint16_t(g_shortages.load(std::memory_order_relaxed)) != h->seen_shortage) [[unlikely]]
+    answer_shortages(h, call);
+}
 // Sends every block in h's bins home (`call` names the caller in a report).
 void empty_bins(Heap* h, const char* call);
 

@@ -115,13 +115,13 @@ void flush_batch(Heap* h, RemoteBatch& e) {
   --h->outgoing_used;
 }
 
+}  // namespace
+
 void flush_outgoing(Heap* h) {
   if (h->outgoing_used == 0) return;
   for (RemoteBatch& e : h->outgoing)
     if (e.slab) flush_batch(h, e);
 }
-
-}  // namespace
 
 // A free into slab `s` of another heap, from a thread with a heap of its own: added to the batch
 // for that slab, so frees to one slab hand over with one CAS per kRemoteBatchMax blocks.
@@ -256,6 +256,7 @@ void on_thread_exit(void* heap) {
 // home, from another slab with free blocks or a new one, which becomes current. Null when out of
 // memory.
 void* refill(Heap* h, unsigned cls, bool* untouched) {
+  check_shortages(h, "allocation");
   // Handing out untouched blocks one by one is not the bin running dry: its limit stays.
   if (Slab* s = h->current[cls]; s != nullptr && pool_gives_untouched(s))
     if (void* p = take_untouched(s, untouched)) return p;
@@ -272,8 +273,10 @@ void* refill(Heap* h, unsigned cls, bool* untouched) {
   Slab* s = h->avail[cls];
   if (s) {
     unlink(h, s);
-  } else if ((s = new_slab(h, cls)) == nullptr && (s = full_with_free(h, cls)) == nullptr) {
-    return nullptr;
+  } else {
+    note_shortage(cls);
+    if ((s = new_slab(h, cls)) == nullptr && (s = full_with_free(h, cls)) == nullptr)
+      return nullptr;
   }
   make_current(h, s);
   return take_from_current(h, cls, untouched);

@@ -70,6 +70,69 @@ TEST(Bins, BlocksOfAnotherThreadAreReusedByTheThreadThatFreedThem) {
   });
 }
 
+// A thread that frees another thread's blocks keeps them in its bin. When the other thread then
+// takes a new slab of their class, the keeper's next slow path sends them home, down to the bin's
+// start limit (bins.cpp, shortages); a bin of the keeper's own blocks stays as it is.
+void keep_blocks_across_a_shortage(bool own) {
+  const unsigned cls = ak::detail::class_for(kSize, 8);
+  const std::uint32_t start = ak::detail::start_limit(cls);
+  std::atomic<int> phase{0};
+  std::vector<void*> given;
+  std::uint32_t before = 0, after = 0;
+  auto wait_for = [&](int p) {
+    while (phase.load() != p) std::this_thread::yield();
+  };
+  std::thread keeper([&] {
+    // A slab of a class of its own, past the starter slab: a heap, so its frees are cached.
+    std::vector<void*> mine;
+    for (std::size_t i = 0; i <= ak::detail::kStarterClassBytes / 64; ++i)
+      mine.push_back(ak::pool_allocate(64, 8));
+    if (own)
+      for (int i = 0; i < 1000; ++i) given.push_back(ak::pool_allocate(kSize, 8));
+    else
+      wait_for(1);
+    std::shuffle(given.begin(), given.end(), std::mt19937(5));  // scattered: the bin stays open
+    for (void* p : given) ak::pool_deallocate(p, kSize, 8);
+    before = ak::detail::tl_heap->bins[cls].count;
+    phase = 2;
+    wait_for(3);
+    for (int i = 0; i < 200; ++i) mine.push_back(ak::pool_allocate(64, 8));  // a slow path
+    after = ak::detail::tl_heap->bins[cls].count;
+    phase = 4;
+    for (void* p : mine) ak::pool_deallocate(p, 64, 8);
+  });
+  in_new_thread([&] {
+    // Slabs of the class, past the starter slab: their blocks go to the keeper or stay here.
+    std::vector<void*> more;
+    for (int i = 0; i < 1000; ++i) (own ? more : given).push_back(ak::pool_allocate(kSize, 8));
+    if (!own) phase = 1;
+    wait_for(2);
+    // Until this thread takes a new slab of the class: the blocks it had are out, or in the
+    // keeper's bin.
+    const std::size_t slabs = ak::pool_stats().slabs_in_use;
+    while (ak::pool_stats().slabs_in_use == slabs) more.push_back(ak::pool_allocate(kSize, 8));
+    phase = 3;
+    wait_for(4);
+    for (void* p : more) ak::pool_deallocate(p, kSize, 8);
+  });
+  keeper.join();
+  ASSERT_GT(before, start);
+  if (own)
+    EXPECT_EQ(after, before);
+  else
+    EXPECT_LE(after, start);
+}
+
+TEST(Bins, AShortageSendsAnotherThreadsBlocksHomeFromABin) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  keep_blocks_across_a_shortage(false);
+}
+
+TEST(Bins, AShortageLeavesABinOfTheThreadsOwnBlocks) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep their blocks out of the bins";
+  keep_blocks_across_a_shortage(true);
+}
+
 // A thread's bins grow to its bursts; the thread that next adopts its heap (thread exit hands heaps
 // on) starts at the start limits, as with a new heap.
 TEST(Bins, AThreadAdoptingAHeapStartsAtTheStartLimits) {
