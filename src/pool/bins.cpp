@@ -315,10 +315,10 @@ void grow_limit(Heap* h, unsigned cls) {
 // blocks lose nothing to each other's growth. xmalloc's peak RSS 7.1-8.9 -> 6.4-6.5 MiB (medians
 // of three paired runs, 5 rounds each; 8.8 -> 7.1 MiB at four times the work) at the same time;
 // larson, larson_sized, sh8bench, sh6bench, glibc_thread, alloc_test2, mstress, rptest,
-// thread_churn, mixed_lifetimes, mleak 0.99-1.03x (rounds within 0.97-1.03x but for one
-// cell in each of three runs, a host that moved). Bins still hold 1-2 MiB of the other thread's
-// blocks at times: xmalloc's own churn, which smaller bins trade for time (bins of at most 512
-// blocks: 5.0 MiB at 1.3x the time; of 64: 4.0 MiB at 2.3x).
+// thread_churn, mixed_lifetimes and mleak 0.99-1.03x, within their noise. Bins still hold 1-2 MiB
+// of the other thread's blocks at times: xmalloc's own churn, which smaller bins trade for time
+// (bins of at most 512 blocks: 5.0 MiB at 1.3x the time; of 64: 4.0 MiB at 2.3x). Lowering the
+// answered bin's limit to half of what it keeps measured the same RSS.
 constinit std::atomic<std::uint32_t> g_shortages{0};
 
 namespace {

@@ -253,8 +253,8 @@ void on_thread_exit(void* heap) {
 }
 
 // The bin of class `cls` is empty: a block from the current slab, or, after taking remote frees
-// home, from another slab with free blocks or a new one, which becomes current. Null when out of
-// memory.
+// home, from another slab with free blocks or a new one (a shortage other heaps answer: bins.cpp),
+// which becomes current. First it answers the shortages other heaps noted. Null when out of memory.
 void* refill(Heap* h, unsigned cls, bool* untouched) {
   check_shortages(h, "allocation");
   // Handing out untouched blocks one by one is not the bin running dry: its limit stays.
