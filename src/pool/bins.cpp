@@ -351,10 +351,12 @@ void answer_shortages(Heap* h, const char* call) {
   h->seen_shortage = std::uint16_t(g_shortages.load(std::memory_order_relaxed));
   bool sent = false;
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) {
+    // The heap's own bin first: most hold too little to answer, and the shared counts stay unread.
+    const Bin& bin = h->bins[cls];
+    if (bin.limit == 0 || bin.count <= start_limit(cls)) continue;
     const auto at = std::uint16_t(g_class_shortage[cls].load(std::memory_order_relaxed));
     if (std::int16_t(std::uint16_t(at - seen)) <= 0) continue;  // none since h last looked
-    const Bin& bin = h->bins[cls];
-    if (bin.limit == 0 || bin.count <= start_limit(cls) || !bin_top_foreign(h, bin, cls)) continue;
+    if (!bin_top_foreign(h, bin, cls)) continue;
     const std::uint32_t keep =
         std::max(start_limit(cls), bin.count - std::min(bin.count / 2, kMaxSentHome));
     set_limit(h, cls, std::max(start_limit(cls), std::min(bin.limit / 2, keep)));
