@@ -1,5 +1,6 @@
 // Bin limits and walks: how each thread heap's per-class bins (shared_pool.hpp) grow, shrink,
-// close for a run of frees and open again, and the walk that sends a bin's blocks home. Called by
+// close for a run of frees and open again, the walk that sends a bin's blocks home, and the
+// answers to shortages (other heaps' blocks a bin keeps while they take new slabs). Called by
 // the heap's owner thread only, on slow paths (thread_heap.cpp). The invariants are listed in
 // include/allockit/detail/shared_pool.hpp.
 #include <algorithm>

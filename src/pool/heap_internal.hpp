@@ -1,6 +1,7 @@
 // What the three parts of the thread heaps' slow paths share: thread_heap.cpp (heaps, remote
 // frees, the entry points the inline fast paths call), heap_slabs.cpp (slab setup, carving,
-// refills, retirement) and bins.cpp (bin limits and the walks that send a bin's blocks home).
+// refills, retirement) and bins.cpp (bin limits, the walks that send a bin's blocks home, and
+// shortages: blocks of a class that other heaps' bins keep while this heap takes new slabs).
 // Every function runs in the thread owning `h`, on slow paths only; the invariants are listed in
 // include/allockit/detail/shared_pool.hpp.
 #pragma once
