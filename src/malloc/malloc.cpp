@@ -147,9 +147,9 @@ thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nul
 // A medium block of a class that may be sealed: unsealed if it was, and never the one this thread
 // sealed last while another can be had.
 void* alloc_sealable(unsigned cls, bool* zeroed) {
-  void* p = pool_alloc(cls, zeroed);
+  void* p = pool_alloc<true>(cls, zeroed);
   if (p != nullptr && p == tl_last_sealed) {  // popped, so not untouched
-    if (void* q = pool_alloc(cls, zeroed)) {
+    if (void* q = pool_alloc<true>(cls, zeroed)) {
       pool_free_in(medium_slab_of(p), p);  // still tagged: the next request unseals it
       p = q;
     }
