@@ -308,23 +308,23 @@ void grow_limit(Heap* h, unsigned cls) {
 // up to limits of 4,096-8,192 blocks, and the thread whose blocks one held took new slabs: slabs
 // in use grew all run long (40 to 66 in 0.7 s; 12-18 slabs for each class of 80-128 bytes, whose
 // live blocks fill one or two). So a heap about to take a new slab of a class notes a shortage of
-// it (a process-wide count; per class, the count at its last shortage), and each heap looks on its
-// next slow path: a bin of that class holding more than its start limit, at least half of its
-// kProbe newest blocks other heaps', sends half its blocks home (at most kMaxSentHome; other
-// heaps' blocks reach their owners' remote stacks at once), and its limit drops to what it kept or
-// half, whichever is less. A bin of its own heap's blocks keeps them: threads that never exchange
-// blocks lose nothing to each other's growth. xmalloc's peak RSS 7.1-8.9 -> 6.4-6.5 MiB (medians
-// of three paired runs, 5 rounds each; 8.8 -> 7.1 MiB at four times the work) at the same time;
-// larson, larson_sized, sh8bench, sh6bench, glibc_thread, alloc_test2, mstress, rptest,
-// thread_churn, mixed_lifetimes and mleak 0.99-1.03x, within their noise. Bins still hold 1-2 MiB
-// of the other thread's blocks at times: xmalloc's own churn, which smaller bins trade for time
-// (bins of at most 512 blocks: 5.0 MiB at 1.3x the time; of 64: 4.0 MiB at 2.3x). Lowering the
-// answered bin's limit to half of what it keeps measured the same RSS.
-constinit std::atomic<std::uint32_t> g_shortages{0};
+// it (a process-wide 16-bit count, which wraps; per class, the count at its last shortage), and
+// each heap looks on its next slow path: a bin of that class holding more than its start limit, at
+// least half of its kProbe newest blocks other heaps', sends half its blocks home (at most
+// kMaxSentHome; other heaps' blocks reach their owners' remote stacks at once), and its limit drops
+// to what it kept or half, whichever is less. A bin of its own heap's blocks keeps them: threads
+// that never exchange blocks lose nothing to each other's growth. xmalloc's peak RSS 7.1-8.9
+// -> 6.4-6.5 MiB (medians of three paired runs, 5 rounds each; 8.8 -> 7.1 MiB at four times the
+// work) at the same time; larson, larson_sized, sh8bench, sh6bench, glibc_thread, alloc_test2,
+// mstress, rptest, thread_churn, mixed_lifetimes and mleak 0.99-1.03x, within their noise. Bins
+// still hold 1-2 MiB of the other thread's blocks at times: xmalloc's own churn, which smaller bins
+// trade for time (bins of at most 512 blocks: 5.0 MiB at 1.3x the time; of 64: 4.0 MiB at 2.3x).
+// Lowering the answered bin's limit to half of what it keeps measured the same RSS.
+constinit std::atomic<std::uint16_t> g_shortages{0};
 
 namespace {
 
-constinit std::atomic<std::uint32_t> g_class_shortage[kHeapClasses] = {};
+constinit std::atomic<std::uint16_t> g_class_shortage[kHeapClasses] = {};
 
 // Whether at least half of the kProbe newest blocks of bin `bin` (of class `cls`) are of other
 // heaps' slabs. Reads lines the frees just wrote, and their slabs' headers.
@@ -343,19 +343,19 @@ bool bin_top_foreign(const Heap* h, const Bin& bin, unsigned cls) {
 
 void note_shortage(unsigned cls) {
   if (g_live_heaps.load(std::memory_order_relaxed) < 2) return;  // no other bins to look in
-  const std::uint32_t n = g_shortages.fetch_add(1, std::memory_order_relaxed) + 1;
+  const auto n = std::uint16_t(g_shortages.fetch_add(1, std::memory_order_relaxed) + 1);
   g_class_shortage[cls].store(n, std::memory_order_relaxed);
 }
 
 void answer_shortages(Heap* h, const char* call) {
   const std::uint16_t seen = h->seen_shortage;
-  h->seen_shortage = std::uint16_t(g_shortages.load(std::memory_order_relaxed));
+  h->seen_shortage = g_shortages.load(std::memory_order_relaxed);
   bool sent = false;
   for (unsigned cls = 0; cls < kHeapClasses; ++cls) {
     // The heap's own bin first: most hold too little to answer, and the shared counts stay unread.
     const Bin& bin = h->bins[cls];
     if (bin.limit == 0 || bin.count <= start_limit(cls)) continue;
-    const auto at = std::uint16_t(g_class_shortage[cls].load(std::memory_order_relaxed));
+    const std::uint16_t at = g_class_shortage[cls].load(std::memory_order_relaxed);
     if (std::int16_t(std::uint16_t(at - seen)) <= 0) continue;  // none since h last looked
     if (!bin_top_foreign(h, bin, cls)) continue;
     const std::uint32_t keep =

@@ -180,13 +180,13 @@ bool overflow(Heap* h, unsigned cls, bool own_run);
 // Shortages (bins.cpp): a heap needs a new slab of class `cls` while other threads hold heaps,
 // whose bins may keep what it needed. Called before it takes one.
 void note_shortage(unsigned cls);
-extern std::atomic<std::uint32_t> g_shortages;  // shortages noted, over the process
+extern std::atomic<std::uint16_t> g_shortages;  // shortages noted, over the process (wraps)
 // Answers the shortages noted since h last looked: each bin of such a class that holds mostly
 // other heaps' blocks sends half of them home (at most kMaxSentHome). One load and compare when
 // there is none; h's slow paths call it (`call` names the caller in a report).
 void answer_shortages(Heap* h, const char* call);
 inline void check_shortages(Heap* h, const char* call) {
-  if (std::uint16_t(g_shortages.load(std::memory_order_relaxed)) != h->seen_shortage) [[unlikely]]
+  if (g_shortages.load(std::memory_order_relaxed) != h->seen_shortage) [[unlikely]]
     answer_shortages(h, call);
 }
 // Sends every block in h's bins home (`call` names the caller in a report).

@@ -230,7 +230,7 @@ struct alignas(64) Heap {
   RemoteBatch outgoing[kRemoteBatches];  // owner thread only
   unsigned outgoing_used = 0;            // entries holding blocks
   bool is_real = false;                  // false only for the sentinel heap of threads without one
-  std::uint16_t seen_shortage = 0;       // the last shortage it answered (pool/bins.cpp), low bits
+  std::uint16_t seen_shortage = 0;       // the shortage count it last answered (pool/bins.cpp)
   Heap* next_abandoned = nullptr;
   // Blocks other threads freed into this heap's slabs: a stack of chains linked by `next`,
   // pushed with a CAS, taken whole by the owner with one exchange. Its own line: the pushers'
