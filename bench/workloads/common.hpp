@@ -21,7 +21,7 @@ inline int scaled(int n) {
   const int k = int(n * g_scale);
   return k > 0 ? k : 1;
 }
-void register_classic(Registry& r);   // workloads.cpp: the project's own eight
+void register_classic(Registry& r);   // workloads.cpp: the project's own
 void register_standard(Registry& r);  // standard_suite.cpp: models of the field's suites
 
 // Writes the first and last byte of [p, p+n): the block is really used, its first and last

@@ -101,18 +101,28 @@ void random_sizes() {
   b.join();
 }
 
-// Blocks of several MiB, a few alive at a time (malloc-large-like).
-void large_blocks() {
+// `rounds` of large_blocks' loop, each block written at both ends, or at every page (`dense`).
+void large_blocks_loop(int rounds, bool dense) {
   std::mt19937 rng(5);
   std::vector<void*> set(8, nullptr);
-  for (int i = 0; i < 400'000; ++i) {
+  for (int i = 0; i < rounds; ++i) {
     auto& p = set[rng() % set.size()];
     std::free(p);
     const std::size_t n = (std::size_t(1) << 20) + rng() % (std::size_t(7) << 20);
     p = std::malloc(n);
     touch(p, n);
+    for (std::size_t o = 0; dense && o < n; o += 4096) static_cast<volatile char*>(p)[o] = 1;
   }
   for (void* p : set) std::free(p);
+}
+// Blocks of several MiB, a few alive at a time (malloc-large-like).
+void large_blocks() {
+  large_blocks_loop(400'000, false);
+}
+// Not in the table (its time is page faults): large_blocks as a program that fills its buffers,
+// to tell what large_blocks' peak RSS says (docs/benchmarks.md).
+void large_blocks_dense() {
+  large_blocks_loop(scaled(20'000), true);
 }
 
 // Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
@@ -162,6 +172,7 @@ void register_classic(Registry& r) {
   r["mixed_lifetimes"] = mixed_lifetimes;
   r["random_sizes"] = random_sizes;
   r["large_blocks"] = large_blocks;
+  r["large_blocks_dense"] = large_blocks_dense;
   r["realloc_growth"] = realloc_growth;
   r["large_calloc"] = large_calloc;
 }
