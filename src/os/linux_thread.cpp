@@ -32,9 +32,34 @@ namespace {
 long futex(std::atomic<int>* word, int op, int value, const timespec* timeout = nullptr) noexcept {
   return ::syscall(SYS_futex, reinterpret_cast<int*>(word), op, value, timeout, nullptr, 0);
 }
+
+// A spinning waiter's pause: about 25 ns on this host's x86 cores.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+// Spins before sleeping (kLockSpins pauses, a few microseconds), as the held sections are mostly
+// shorter than a futex sleep and wake-up: two threads freeing and allocating 256 KiB-1 MiB
+// blocks (the large-block cache's lock, held a fraction of a microsecond a call) slept on it some
+// 200 times in 80,000 calls and ran 1.83-1.96 us a call; spinning first, 1.55-1.62 us (mimalloc,
+// whose large blocks are per thread, 1.25-1.28). 32, 100 or 300 pauses measured the same there;
+// thread_churn (slabs to and from the cache) 0.96x, glibc_thread, mstress within noise.
+constexpr int kLockSpins = 100;
 }  // namespace
 
 void Lock::lock_contended() noexcept {
+  for (int i = 0; i < kLockSpins; ++i) {
+    cpu_relax();
+    int expected = 0;
+    if (state_.load(std::memory_order_relaxed) == 0 &&
+        state_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
+                                     std::memory_order_relaxed))
+      return;
+  }
   // Drepper's mutex: mark the word contended (2) and sleep until an unlock finds it free.
   int c = state_.exchange(2, std::memory_order_acquire);
   while (c != 0) {
