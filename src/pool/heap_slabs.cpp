@@ -186,7 +186,7 @@ void mark_free(Slab* s, void* p) {
 
 void retire_slab(Slab* s) {
   g_class_slabs[s->size_class].fetch_sub(1, std::memory_order_relaxed);
-  if (s->block_size >= kSealableMediumBytes)
+  if (s->sealed_any.load(std::memory_order_relaxed))
     os::set_accessible(s->data, std::size_t(s->end - s->data), true);
   slab_release(s);
 }

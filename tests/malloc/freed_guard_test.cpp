@@ -95,6 +95,28 @@ TEST(FreedGuard, ASealedMediumBlockIsEmptiedPastItsFirstPage) {
   });
 }
 
+// A medium slab with a block sealed in it is made accessible whole when it retires: a slab of
+// another class taken from the cache writes its blocks over the sealed one's pages.
+TEST(FreedGuard, ARetiredSlabWithASealedBlockIsAccessibleToTheNextClass) {
+  in_fresh_process([] {
+    constexpr int kBig = 8;  // 7 blocks of 256 KiB to a 2 MiB slab: two slabs
+    char* big[kBig];
+    for (auto& b : big) REQUIRE((b = static_cast<char*>(ak_malloc(256 * kKiB))) != nullptr, 10);
+    ak_free(big[0]);  // the first free of its size: sealed
+    REQUIRE(!readable(big[0] + 8192), 11);
+    for (int i = 1; i < kBig; ++i) ak_free(big[i]);
+    ak_collect(1);  // the bins emptied: the first slab, not its class's current one, retires
+    constexpr int kSmaller = 40;  // 100 KiB blocks (another class): more than two slabs' worth
+    char* other[kSmaller];
+    for (auto& o : other) {
+      REQUIRE((o = static_cast<char*>(ak_malloc(100 * kKiB))) != nullptr, 12);
+      std::memset(o, 3, 100 * kKiB);
+    }
+    REQUIRE(readable(big[0] + 8192), 13);  // the sealed block's pages: another class's now
+    for (auto* o : other) ak_free(o);
+  });
+}
+
 // Adaptive mode: a sealed size raises the bar past itself, so the same size freed again is not
 // sealed (a program freeing big blocks over and over pays once), and a bigger one still is.
 TEST(FreedGuard, TheBarRisesPastEachSealedSize) {

@@ -36,7 +36,8 @@ inline constexpr std::size_t kMediumSlabShift = 21;
 inline constexpr std::size_t kMediumSlabSize = std::size_t(1) << kMediumSlabShift;
 inline constexpr std::size_t kMediumDataOffset = 4096;
 // liballockit may leave a freed medium block of this size or more inaccessible past its first page
-// (src/malloc/freed_guard.hpp); a retired slab of such a class is made accessible again.
+// (src/malloc/freed_guard.hpp); a retired slab that had one sealed (Slab::sealed_any) is made
+// accessible again.
 inline constexpr std::size_t kSealableMediumBytes = std::size_t(128) << 10;
 
 inline constexpr std::uint8_t kNoBin = 0xff;  // Slab::bin_class of slabs whose frees go slow
@@ -166,7 +167,11 @@ struct alignas(64) Slab {
   std::uint32_t used;           // carved blocks not on `free` (see the invariants above)
   std::uint32_t settle_at;  // `used` at which a free settles the slab: 0, or rejoin_at() if full
   bool full;                // not current, (almost) nothing free: off the avail list
-  Slab* prev;               // the owner heap's avail or full list of its class (not while current)
+  // A medium slab: one of its blocks was sealed (liballockit's freed_guard.hpp) since it was set
+  // up, so retiring it makes its blocks accessible again. Set by the thread sealing it, before
+  // the block goes home; read by the owner at retirement.
+  std::atomic<bool> sealed_any;
+  Slab* prev;  // the owner heap's avail or full list of its class (not while current)
   Slab* next;
   PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
 };
