@@ -11,7 +11,7 @@ PREFIX     ?= /usr/local
 # `make` alone builds (deps, defined first, is only its first step).
 .DEFAULT_GOAL := all
 
-.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-misuse \
+.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-grid bench-misuse \
         bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -98,6 +98,10 @@ bench-malloc: all
 # Issue 10's memory target: peak RSS against the liballockit the issue started from (built here).
 bench-rss-baseline: all
 	$(PY) bench/run_rss_baseline.py --build $(BUILD) --out bench/results
+
+# Where allockit stands by block size (8 B to 8 MiB) on 1 and 2 threads, against every allocator.
+bench-grid: all
+	$(PY) bench/run_size_grid.py --build $(BUILD) --out bench/results
 
 # Thirty classic misuse cases under every allocator: which ones each detects.
 bench-misuse: all

@@ -1,11 +1,13 @@
-// Helpers shared by the malloc workloads (workloads.cpp, standard_suite.cpp): a registry of named
-// workloads, memory touching, size distributions and a tiny fast RNG. Workloads call plain
-// malloc/free, so the allocator is whatever the process was started with (LD_PRELOAD).
+// Helpers shared by the malloc workloads (workloads.cpp, standard_suite.cpp) and the size grid
+// (bench/grid/size_grid.cpp): a registry of named workloads, memory touching, size distributions,
+// a tiny fast RNG and the peak RSS. Workloads call plain malloc/free, so the allocator is whatever
+// the process was started with (LD_PRELOAD).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
@@ -31,6 +33,20 @@ inline void touch(void* p, std::size_t n) {
   auto* c = static_cast<volatile char*>(p);
   c[0] = 1;
   c[n - 1] = 1;
+}
+
+// Peak resident bytes of this process image, in KiB: VmHWM from /proc/self/status. Not
+// getrusage's ru_maxrss, which Linux carries across execve, so a child of a 15 MiB Python
+// launcher would report at least 15 MiB whatever it did.
+inline long peak_rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
 }
 
 // xorshift64*: cheap enough that the RNG never dominates a malloc loop; deterministic per seed.

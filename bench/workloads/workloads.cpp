@@ -179,24 +179,6 @@ void register_classic(Registry& r) {
 
 }  // namespace workloads
 
-namespace {
-
-// Peak resident bytes of this process image, in KiB: VmHWM from /proc/self/status. Not
-// getrusage's ru_maxrss, which Linux carries across execve, so a child of a 15 MiB Python
-// launcher would report at least 15 MiB whatever it did.
-long peak_rss_kib() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kib = -1;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  std::fclose(f);
-  return kib;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   workloads::Registry workloads;
   workloads::register_classic(workloads);
@@ -213,6 +195,6 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "{\"workload\": \"%s\", \"seconds\": %.6f, \"peak_rss_kib\": %ld, \"calloc_us\": %.3f}\n",
-      argv[1], secs, peak_rss_kib(), workloads::g_calloc_us);
+      argv[1], secs, workloads::peak_rss_kib(), workloads::g_calloc_us);
   return 0;
 }
