@@ -24,17 +24,23 @@ OWN = ["thread_churn", "mixed_lifetimes", "random_sizes", "large_blocks", "reall
 WORKLOADS = STANDARD + OWN
 
 
-def run_once(binary, workload, preload, extra_env=None, scale=None):
+def run_json(args, preload, extra_env=None):
+    """Runs a benchmark program under `preload` (glibc when None) and returns the JSON line it
+    prints; stops the script with the program's error output when it fails."""
     env = dict(os.environ, **(extra_env or {}))
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
-    args = [binary, workload] + ([str(scale)] if scale is not None else [])
     done = subprocess.run(args, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"{workload} under {preload or 'glibc'} failed ({done.returncode}):\n"
+        sys.exit(f"{' '.join(args[1:])} under {preload or 'glibc'} failed ({done.returncode}):\n"
                  f"{done.stderr[-2000:]}")
     return json.loads(done.stdout)
+
+
+def run_once(binary, workload, preload, extra_env=None, scale=None):
+    return run_json([binary, workload] + ([str(scale)] if scale is not None else []), preload,
+                    extra_env)
 
 
 def middle(xs, key=None):

@@ -10,14 +10,13 @@ large blocks) is measured too.
   run_size_grid.py [--build DIR] [--out DIR] [--rounds N] [--scale F]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 import table  # noqa: E402
+from run_malloc_bench import middle, run_json  # noqa: E402
 
 KIB, MIB = 1024, 1024 * 1024
 # (low, high, slots, pairs per thread): the slots keep a working set of some MiB; the pairs make a
@@ -37,22 +36,6 @@ def cell_name(lo, hi, threads):
     return f"{size_name(lo)}-{size_name(hi)}, {threads} thread{'s' if threads > 1 else ''}"
 
 
-def run_once(binary, preload, lo, hi, threads, slots, pairs):
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    if preload:
-        env["LD_PRELOAD"] = preload
-    args = [binary, str(lo), str(hi), str(threads), str(slots), str(pairs)]
-    done = subprocess.run(args, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(args)} under {preload or 'glibc'} failed ({done.returncode}):\n"
-                 f"{done.stderr[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def median(xs):
-    return sorted(xs)[len(xs) // 2]
-
-
 def measure(binary, allocators, rounds, scale):
     cells = []
     for lo, hi, slots, pairs in BANDS:
@@ -62,7 +45,8 @@ def measure(binary, allocators, rounds, scale):
             for r, order in benchlib.rotations(allocators, rounds):
                 for a in order:
                     print(f"+ {a} {cell_name(lo, hi, threads)} ({r + 1}/{rounds})", flush=True)
-                    runs[a].append(run_once(binary, allocators[a], lo, hi, threads, slots, n))
+                    args = [binary] + [str(x) for x in (lo, hi, threads, slots, n)]
+                    runs[a].append(run_json(args, allocators[a]))
             cells.append({"low": lo, "high": hi, "threads": threads, "slots": slots, "pairs": n,
                           "runs": runs})
     return cells
@@ -86,17 +70,16 @@ def render(doc):
                  "|---|" + "---|" * len(allocs)]
     for c in doc["cells"]:
         runs = c["runs"]
-        med = {a: median([r["ns_per_pair"] for r in runs[a]]) for a in allocs}
+        med = {a: middle([r["ns_per_pair"] for r in runs[a]]) for a in allocs}
         best = min(peers, key=lambda a: med[a])
-        rounds = [x["ns_per_pair"] / min(run[i]["ns_per_pair"] for run in
-                                         (runs[p] for p in peers))
+        rounds = [x["ns_per_pair"] / min(runs[p][i]["ns_per_pair"] for p in peers)
                   for i, x in enumerate(runs["allockit"])]
         name = cell_name(c["low"], c["high"], c["threads"])
         lines.append(f"| {name} | " + " | ".join(f"{med[a]:.1f}" for a in allocs) +
-                     f" | {med['allockit'] / med[best]:.2f} ({best}) | {median(rounds):.2f} | "
+                     f" | {med['allockit'] / med[best]:.2f} ({best}) | {middle(rounds):.2f} | "
                      f"{min(rounds):.2f}-{max(rounds):.2f} |")
         rss_lines.append(f"| {name} | " + " | ".join(
-            f"{median([r['peak_rss_kib'] for r in runs[a]]) / 1024:.1f}" for a in allocs) + " |")
+            f"{middle([r['peak_rss_kib'] for r in runs[a]]) / 1024:.1f}" for a in allocs) + " |")
     return "\n".join(lines + rss_lines + [""])
 
 
