@@ -504,6 +504,29 @@ template <void* (*Slow)(std::size_t)>
   return Slow(size);  // out of line, so the fast path above needs no stack frame
 }
 
+// An aligned request's block (`align` a power of two >= 8): a small one popped from this
+// thread's bin of the smallest class whose blocks all have that alignment (class_for), as
+// malloc's fast path pops, else alloc_any. (Through alloc_any every time, 64-byte-aligned blocks
+// of 16-256 bytes churning among 64 slots cost 14.2 ns a pair, tcmalloc 7.1; with class_for's
+// walk up the classes here, 12.5.)
+void* aligned_any(std::size_t align, std::size_t size) {
+  if constexpr (!kSecureBuild) {
+    if (size <= kMaxPooledSize && align <= kMaxPooledAlign) [[likely]] {
+      // class_for(size, align) from malloc's table: the smallest class of a multiple of 16
+      // holding the size rounded up to `align`, then the smallest at or above it of a multiple
+      // of `align` (size_classes.hpp).
+      const std::size_t rounded = (size + align - 1) & ~(align - 1);
+      const unsigned cls =
+          align <= 8 ? malloc_class(size)
+                     : kAlignedClasses.of[std::countr_zero(align) - 4][malloc_class(rounded)];
+      if (void* p = pool_pop(tl_heap, cls)) [[likely]]
+        return take_popped(p, cls);
+    }
+  }
+  bool zeroed;
+  return alloc_any(size, align, &zeroed);
+}
+
 void* memalign_impl(std::size_t align, std::size_t size) {
   if (align > (std::size_t(1) << 40)) {
     errno = EINVAL;
@@ -511,8 +534,7 @@ void* memalign_impl(std::size_t align, std::size_t size) {
   }
   if (align < 8) align = 8;
   if (!is_pow2(align)) align = std::size_t(1) << std::bit_width(align);  // glibc rounds up
-  bool zeroed;
-  return alloc_any(size, align, &zeroed);
+  return aligned_any(align, size);
 }
 
 // At load: options, fork handlers and the purge delay. Nothing a short process would pay for: no
@@ -667,8 +689,7 @@ int ak_posix_memalign(void** out, size_t align, size_t size) noexcept {
   if (!is_pow2(align) || align % sizeof(void*) != 0 || align > (std::size_t(1) << 40))
     return EINVAL;
   const int saved = errno;
-  bool zeroed;
-  void* p = alloc_any(size, align, &zeroed);
+  void* p = aligned_any(align, size);
   errno = saved;  // posix_memalign reports through its result, not errno
   if (p == nullptr) return ENOMEM;
   *out = p;

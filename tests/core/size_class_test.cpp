@@ -39,6 +39,8 @@ TEST(SizeClass, AlignedRequestsLandOnAlignedClasses) {
       ASSERT_EQ(class_size(c) % align, 0u) << size << " " << align;
       ASSERT_GE(class_align(c), align) << size << " " << align;  // what its blocks are aligned to
       ASSERT_GE(class_size(c), size);
+      for (unsigned d = 0; d < c; ++d)  // and the smallest such class
+        ASSERT_TRUE(class_size(d) < size || class_size(d) % align != 0) << size << " " << d;
     }
 }
 

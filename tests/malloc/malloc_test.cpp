@@ -92,7 +92,9 @@ TEST(Malloc, CallocZeroesReusedMemoryAndRejectsOverflow) {
     std::memset(p, 0xab, n);
     ak_free(p);
     auto* q = static_cast<unsigned char*>(ak_calloc(1, n));  // often the block just freed
-    if (n <= 4000) EXPECT_EQ(q, p) << n;  // popped from the bin: calloc's fast path clears it
+    if (n <= 4000) {
+      EXPECT_EQ(q, p) << n;  // popped from the bin: calloc's fast path clears it
+    }
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(q[i], 0) << n << " at " << i;
     ak_free(q);
     for (void* b : first) ak_free(b);
@@ -531,6 +533,32 @@ TEST(Malloc, AlignedEntryPoints) {
   EXPECT_GE(ak_malloc_usable_size(pv), 2 * page);
   ak_free(v);
   ak_free(pv);
+}
+
+// An aligned request of a small size gets a block of the smallest class whose blocks all have
+// the alignment (class_for; malloc's class up to 8 bytes' alignment), and one freed just before is
+// popped again: aligned_any's fast path
+// takes the class from malloc's table and kAlignedClasses, so a wrong row or column shows as a
+// misaligned block or a larger usable size.
+TEST(Malloc, AlignedRequestsTakeTheSmallestAlignedClassFromTheBin) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's usable size is the request";
+  for (std::size_t a = 8; a <= ak::detail::kMaxPooledAlign; a *= 2)
+    for (std::size_t n = 0; n <= ak::detail::kMaxPooledSize; n += n < 300 ? 1 : 97) {
+      // Up to 8 bytes' alignment, malloc's class: 16-byte alignment from 16 bytes up.
+      const unsigned cls =
+          ak::detail::class_for(n, a > 8 || n > 8 ? std::max<std::size_t>(a, 16) : 8);
+      std::vector<void*> warm;  // past the starter slab's blocks, whose frees skip the bins
+      for (int i = 0; i < 17; ++i) warm.push_back(ak_aligned_alloc(a, n));
+      void* p = ak_aligned_alloc(a, n);
+      ASSERT_TRUE(aligned(p, a)) << a << " " << n;
+      ASSERT_EQ(ak_malloc_usable_size(p), ak::detail::class_size(cls)) << a << " " << n;
+      ak_free(p);
+      void* q = nullptr;
+      ASSERT_EQ(ak_posix_memalign(&q, a, n), 0);
+      EXPECT_EQ(q, p) << a << " " << n;
+      ak_free(q);
+      for (void* w : warm) ak_free(w);
+    }
 }
 
 // Over-aligned small requests (a cache-line pair, a page) come from the size classes whose blocks
