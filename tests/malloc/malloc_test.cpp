@@ -84,21 +84,23 @@ TEST(Malloc, FreeNullTouchesNoPageOfTheRegionMap) {
 }
 
 TEST(Malloc, CallocZeroesReusedMemoryAndRejectsOverflow) {
-  for (std::size_t n : {16, 100, 4000, 100000, 5000000, 40000000}) {
-    // Past the starter slab's blocks of the class (a process's first 16), whose frees skip bins.
-    std::vector<void*> first;
-    for (int i = 0; i < 20; ++i) first.push_back(ak_malloc(n));
-    auto* p = static_cast<unsigned char*>(ak_malloc(n));
-    std::memset(p, 0xab, n);
-    ak_free(p);
-    auto* q = static_cast<unsigned char*>(ak_calloc(1, n));  // often the block just freed
-    if (n <= 4000) {
-      EXPECT_EQ(q, p) << n;  // popped from the bin: calloc's fast path clears it
+  // In a fresh process, so the bins are open as a new program finds them: a small block just
+  // freed is the next one calloc pops (its fast path), and must come back zero.
+  ak::testing::in_fresh_process([] {
+    for (std::size_t n : {16, 100, 4000, 100000, 5000000, 40000000}) {
+      // Past the starter slab's blocks of the class (a process's first 16), whose frees skip bins.
+      std::vector<void*> first;
+      for (int i = 0; i < 20; ++i) first.push_back(ak_malloc(n));
+      auto* p = static_cast<unsigned char*>(ak_malloc(n));
+      std::memset(p, 0xab, n);
+      ak_free(p);
+      auto* q = static_cast<unsigned char*>(ak_calloc(1, n));
+      REQUIRE(n > 4000 || q == p, 1);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(q[i] == 0, 2);
+      ak_free(q);
+      for (void* b : first) ak_free(b);
     }
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(q[i], 0) << n << " at " << i;
-    ak_free(q);
-    for (void* b : first) ak_free(b);
-  }
+  });
   errno = 0;
   EXPECT_EQ(ak_calloc(std::size_t(1) << 40, std::size_t(1) << 40), nullptr);
   EXPECT_EQ(errno, ENOMEM);
@@ -542,23 +544,24 @@ TEST(Malloc, AlignedEntryPoints) {
 // misaligned block or a larger usable size.
 TEST(Malloc, AlignedRequestsTakeTheSmallestAlignedClassFromTheBin) {
   if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's usable size is the request";
-  for (std::size_t a = 8; a <= ak::detail::kMaxPooledAlign; a *= 2)
-    for (std::size_t n = 0; n <= ak::detail::kMaxPooledSize; n += n < 300 ? 1 : 97) {
-      // Up to 8 bytes' alignment, malloc's class: 16-byte alignment from 16 bytes up.
-      const unsigned cls =
-          ak::detail::class_for(n, a > 8 || n > 8 ? std::max<std::size_t>(a, 16) : 8);
-      std::vector<void*> warm;  // past the starter slab's blocks, whose frees skip the bins
-      for (int i = 0; i < 17; ++i) warm.push_back(ak_aligned_alloc(a, n));
-      void* p = ak_aligned_alloc(a, n);
-      ASSERT_TRUE(aligned(p, a)) << a << " " << n;
-      ASSERT_EQ(ak_malloc_usable_size(p), ak::detail::class_size(cls)) << a << " " << n;
-      ak_free(p);
-      void* q = nullptr;
-      ASSERT_EQ(ak_posix_memalign(&q, a, n), 0);
-      EXPECT_EQ(q, p) << a << " " << n;
-      ak_free(q);
-      for (void* w : warm) ak_free(w);
-    }
+  ak::testing::in_fresh_process([] {  // the bins open, as a new program finds them
+    for (std::size_t a = 8; a <= ak::detail::kMaxPooledAlign; a *= 2)
+      for (std::size_t n = 0; n <= ak::detail::kMaxPooledSize; n += n < 300 ? 1 : 97) {
+        // Up to 8 bytes' alignment, malloc's class: 16-byte alignment from 16 bytes up.
+        const unsigned cls =
+            ak::detail::class_for(n, a > 8 || n > 8 ? std::max<std::size_t>(a, 16) : 8);
+        std::vector<void*> warm;  // past the starter slab's blocks, whose frees skip the bins
+        for (int i = 0; i < 17; ++i) warm.push_back(ak_aligned_alloc(a, n));
+        void* p = ak_aligned_alloc(a, n);
+        REQUIRE(aligned(p, a), 1);
+        REQUIRE(ak_malloc_usable_size(p) == ak::detail::class_size(cls), 2);
+        ak_free(p);
+        void* q = nullptr;
+        REQUIRE(ak_posix_memalign(&q, a, n) == 0 && q == p, 3);
+        ak_free(q);
+        for (void* w : warm) ak_free(w);
+      }
+  });
 }
 
 // Over-aligned small requests (a cache-line pair, a page) come from the size classes whose blocks
