@@ -2,7 +2,8 @@
 // mapping of their own (the secure build: and a guard page after it), with a 32-byte header just
 // before the user pointer, and are recorded in a registry
 // (an open-addressing set under a mutex) so a free of any other pointer is caught before its
-// header is read. Freed mappings are kept for reuse (large_cache.hpp). Thread-safe.
+// header is read. Freed mappings are kept for reuse (large_cache.hpp), in the cache of the arena
+// the block came from (large.cpp). Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -53,7 +54,8 @@ struct LargeStats {
 LargeStats large_stats() noexcept;
 // Registers the fork handlers of every allocator lock (fork.cpp). Called once at load time.
 void install_fork_handlers() noexcept;
-// Fork support: take / release the large-block lock around fork().
+// Fork support: take / release the large blocks' locks (the registry's, every arena's) around
+// fork().
 void large_lock() noexcept;
 void large_unlock() noexcept;
 
