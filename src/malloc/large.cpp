@@ -37,7 +37,7 @@ struct Header {
   std::size_t map_bytes;     // the whole mapping (in the secure build, its guard page included)
   std::size_t request;       // the size asked for (the secure build's usable size)
   std::uint32_t align_log2;  // the block's alignment: a power of two, 16 or more
-  std::uint32_t arena;       // the arena whose cache takes the mapping back (g_arenas)
+  std::uint32_t arena;       // the arena whose cache takes the mapping back (arena_at)
   std::size_t align() const { return std::size_t(1) << align_log2; }
 };
 static_assert(sizeof(Header) == 32);
@@ -63,12 +63,18 @@ AK_EARLY_DATA std::size_t g_mapped = 0;  // mappings of live blocks; the caches 
 // at every call (the cache's work, 600-900 instructions a free-malloc pair, is all under it):
 // 682 ns a pair each, against 258 on one thread (mimalloc 375). An arena's cache keeps its own
 // budget (large_cache.hpp), so the arenas in use may hold that much each until purged.
-struct Arena {
-  os::Lock lock;
-  LargeCache cache;
-};
+// The locks share the early data's page (a multi-threaded process's fork takes and releases
+// them all, which would write three pages more on each side in the arenas themselves).
 constexpr unsigned kArenas = 4;
-AK_LARGE_ZEROED constinit Arena g_arenas[kArenas];
+AK_EARLY_DATA constinit os::Lock g_arena_locks[kArenas];
+AK_LARGE_ZEROED constinit LargeCache g_caches[kArenas];
+struct Arena {
+  os::Lock& lock;
+  LargeCache& cache;
+};
+Arena arena_at(unsigned i) {
+  return Arena{g_arena_locks[i], g_caches[i]};
+}
 AK_EARLY_DATA std::atomic<unsigned> g_next_arena{0};
 thread_local unsigned tl_arena [[gnu::tls_model("initial-exec")]] = kArenas;  // none yet
 
@@ -190,7 +196,7 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
   std::size_t bytes = align_up(offset + std::max<std::size_t>(size, 1), page) + kGuardPages * page;
   char* base = nullptr;
   const unsigned arena = my_arena();
-  Arena& a = g_arenas[arena];
+  const Arena a = arena_at(arena);
   // The system calls (unsealing a cached range, mapping a fresh one) come after the arena's
   // lock is dropped: a thread freeing into this arena need not wait for them.
   LargeCache::Taken t;
@@ -270,7 +276,7 @@ bool mostly_unwritten(char* base, std::size_t bytes) {
 // mapping of its own that cannot move with the rest: they are emptied here. The system calls come
 // before the arena's lock: the range is no other thread's until it is cached.
 enum class Emptied { kNo, kDraining, kHere };
-Emptied cache_freed(Arena& a, char* base, std::size_t bytes) {
+Emptied cache_freed(const Arena& a, char* base, std::size_t bytes) {
   const bool seal = should_seal(bytes);
   const bool empty = bytes >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree) &&
                      !mostly_unwritten(base, bytes);
@@ -336,7 +342,7 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
     base = static_cast<char*>(p) - offset;
     arena = h->arena;
   }
-  const Emptied emptied = cache_freed(g_arenas[arena], base, cached);
+  const Emptied emptied = cache_freed(arena_at(arena), base, cached);
   if (emptied == Emptied::kDraining) request_drain();
   // A block big enough to move out was emptied here, the purger not running (a young process):
   // start it, so the next such free moves its pages out. A process freeing 12 written buffers of
@@ -351,8 +357,8 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
 }
 
 void large_drain() noexcept {
-  for (Arena& a : g_arenas)
-    for (;;) {
+  for (unsigned i = 0; i < kArenas; ++i)
+    for (const Arena a = arena_at(i);;) {
       LargeCache::Span s;
       {
         os::LockGuard guard(a.lock);
@@ -364,7 +370,8 @@ void large_drain() noexcept {
 }
 
 bool large_was_freed(const void* p) noexcept {
-  for (Arena& a : g_arenas) {
+  for (unsigned i = 0; i < kArenas; ++i) {
+    const Arena a = arena_at(i);
     os::LockGuard guard(a.lock);
     if (a.cache.holds(p)) return true;
   }
@@ -409,7 +416,7 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   char* base = static_cast<char*>(p) - offset;
   const std::size_t old_bytes = h->map_bytes;  // h moves with the mapping
   if (bytes > old_bytes) {                     // growth maps new pages
-    Arena& a = g_arenas[h->arena];
+    const Arena a = arena_at(h->arena);
     os::LockGuard arena_guard(a.lock);  // under g_lock: the lock order
     a.cache.release_draining(bytes - old_bytes);
   }
@@ -433,7 +440,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
 
 std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
   std::size_t released = 0;
-  for (Arena& a : g_arenas) {
+  for (unsigned i = 0; i < kArenas; ++i) {
+    const Arena a = arena_at(i);
     os::LockGuard guard(a.lock);
     released += a.cache.purge_older_than(age_ns, live_bytes());
   }
@@ -446,16 +454,17 @@ std::size_t large_trim() noexcept {
 
 void large_lock() noexcept {
   g_lock.lock();
-  for (Arena& a : g_arenas) a.lock.lock();
+  for (os::Lock& l : g_arena_locks) l.lock();
 }
 void large_unlock() noexcept {
-  for (unsigned i = kArenas; i-- > 0;) g_arenas[i].lock.unlock();
+  for (unsigned i = kArenas; i-- > 0;) g_arena_locks[i].unlock();
   g_lock.unlock();
 }
 
 LargeStats large_stats() noexcept {
   std::size_t cached = 0;
-  for (Arena& a : g_arenas) {
+  for (unsigned i = 0; i < kArenas; ++i) {
+    const Arena a = arena_at(i);
     os::LockGuard guard(a.lock);
     cached += a.cache.bytes();
   }
