@@ -1,9 +1,10 @@
-// Large blocks (large.hpp): one mapping each, a 32-byte header before the user pointer, a registry
-// of live user pointers (open addressing with tombstones, grown by doubling, memory from the OS)
-// under its own lock, and caches of freed mappings (large_cache.hpp), which hand them out again
-// without page faults: one per arena, each under its own lock. A thread allocates from its arena
-// (the threads take the kArenas arenas in turn) and a freed block goes back to the arena it came
-// from. Lock order: the registry's, then an arena's; never the registry's under an arena's.
+// Large blocks (large.hpp): one mapping each, a 32-byte header before the user pointer, kept in
+// arenas: each has a registry of the live user pointers it handed out (open addressing with
+// tombstones, grown by doubling, memory from the OS) and a cache of freed mappings
+// (large_cache.hpp), which hands them out again without page faults, under one lock. A thread
+// allocates from its arena (the threads take the kArenas arenas in turn), a free looks the block
+// up in its own arena first and then in the others, and the mapping goes back to the arena that
+// registered it. Only fork holds more than one arena's lock.
 #include "malloc/large.hpp"
 
 #include <atomic>
@@ -37,7 +38,7 @@ struct Header {
   std::size_t map_bytes;     // the whole mapping (in the secure build, its guard page included)
   std::size_t request;       // the size asked for (the secure build's usable size)
   std::uint32_t align_log2;  // the block's alignment: a power of two, 16 or more
-  std::uint32_t arena;       // the arena whose cache takes the mapping back (arena_at)
+  std::uint32_t arena;       // the arena whose registry holds it (g_arenas)
   std::size_t align() const { return std::size_t(1) << align_log2; }
 };
 static_assert(sizeof(Header) == 32);
@@ -51,30 +52,24 @@ std::size_t offset_for(std::size_t align) {
   return align <= sizeof(Header) ? sizeof(Header) : align;
 }
 
-// The registry and the counts of live blocks, under g_lock.
-AK_EARLY_DATA constinit os::Lock g_lock;
-AK_EARLY_DATA std::uintptr_t* g_table = nullptr;  // user pointers; 0 empty, 1 tombstone
-AK_EARLY_DATA std::size_t g_cap = 0, g_used = 0, g_live = 0;
-// Written under g_lock; the arenas read it without (their budgets' recent peak, a heuristic).
-AK_EARLY_DATA std::atomic<std::size_t> g_live_bytes{0};
-AK_EARLY_DATA std::size_t g_mapped = 0;  // mappings of live blocks; the caches count their own
-
-// With one lock for every cache, two threads churning 256 KiB-1 MiB blocks waited on each other
-// at every call (the cache's work, 600-900 instructions a free-malloc pair, is all under it):
-// 682 ns a pair each, against 258 on one thread (mimalloc 375). An arena's cache keeps its own
-// budget (large_cache.hpp), so the arenas in use may hold that much each until purged.
+// With one lock for the cache and the registry, two threads churning 256 KiB-1 MiB blocks waited
+// on each other at every call (the cache's work, 600-900 instructions a free-malloc pair, is all
+// under it): 682 ns a pair each, against 258 on one thread (mimalloc 375). With a registry shared
+// by arenas, each call still wrote its lock and counters, and the pair ran 380-430 ns in some runs,
+// 740-820 in others (the two threads' cores far apart). An arena's cache keeps its own budget
+// (large_cache.hpp), so the arenas in use may hold that much each until purged.
+struct Arena {
+  LargeCache cache;
+  std::uintptr_t* table = nullptr;  // user pointers of its live blocks; 0 empty, 1 tombstone
+  std::size_t cap = 0, used = 0, live = 0;
+  std::size_t live_bytes = 0;
+  std::size_t mapped = 0;  // mappings of live blocks; the cache counts its own
+};
+constexpr unsigned kArenas = 4;
 // The locks share the early data's page (a multi-threaded process's fork takes and releases
 // them all, which would write three pages more on each side in the arenas themselves).
-constexpr unsigned kArenas = 4;
 AK_EARLY_DATA constinit os::Lock g_arena_locks[kArenas];
-AK_LARGE_ZEROED constinit LargeCache g_caches[kArenas];
-struct Arena {
-  os::Lock& lock;
-  LargeCache& cache;
-};
-Arena arena_at(unsigned i) {
-  return Arena{g_arena_locks[i], g_caches[i]};
-}
+AK_LARGE_ZEROED constinit Arena g_arenas[kArenas];
 AK_EARLY_DATA std::atomic<unsigned> g_next_arena{0};
 thread_local unsigned tl_arena [[gnu::tls_model("initial-exec")]] = kArenas;  // none yet
 
@@ -86,14 +81,6 @@ unsigned my_arena() {
   return a;
 }
 
-std::size_t live_bytes() {
-  return g_live_bytes.load(std::memory_order_relaxed);
-}
-// Under g_lock only.
-void add_live_bytes(std::ptrdiff_t delta) {
-  g_live_bytes.store(live_bytes() + std::size_t(delta), std::memory_order_relaxed);
-}
-
 Header* header_of(const void* p) {
   return reinterpret_cast<Header*>(const_cast<char*>(static_cast<const char*>(p)) - sizeof(Header));
 }
@@ -102,46 +89,74 @@ std::size_t slot_of(std::uintptr_t key) {
   return (key >> 4) * 0x9E3779B97F4A7C15ull >> 20;
 }
 
-// Registry, caller holds g_lock. `find` returns the slot holding key, or g_cap when absent.
-std::size_t find(std::uintptr_t key) {
-  if (g_cap == 0) return 0;
-  for (std::size_t i = slot_of(key) & (g_cap - 1);; i = (i + 1) & (g_cap - 1)) {
-    if (g_table[i] == key) return i;
-    if (g_table[i] == 0) return g_cap;
+// Registry of arena `a`, caller holds its lock. `find` returns the slot holding key, or a.cap
+// when absent.
+std::size_t find(const Arena& a, std::uintptr_t key) {
+  if (a.cap == 0) return 0;
+  for (std::size_t i = slot_of(key) & (a.cap - 1);; i = (i + 1) & (a.cap - 1)) {
+    if (a.table[i] == key) return i;
+    if (a.table[i] == 0) return a.cap;
   }
 }
 
-bool grow_table() {
-  const std::size_t cap = g_cap ? g_cap * 2 : 1024;
+bool grow_table(Arena& a) {
+  const std::size_t cap = a.cap ? a.cap * 2 : 1024;
   auto* t = static_cast<std::uintptr_t*>(os::map(cap * sizeof(std::uintptr_t), 4096));
   if (t == nullptr) return false;
-  for (std::size_t i = 0; i < g_cap; ++i) {
-    if (g_table[i] <= kTombstone) continue;
-    std::size_t j = slot_of(g_table[i]) & (cap - 1);
+  for (std::size_t i = 0; i < a.cap; ++i) {
+    if (a.table[i] <= kTombstone) continue;
+    std::size_t j = slot_of(a.table[i]) & (cap - 1);
     while (t[j] != 0) j = (j + 1) & (cap - 1);
-    t[j] = g_table[i];
+    t[j] = a.table[i];
   }
-  if (g_table) os::release(g_table, g_cap * sizeof(std::uintptr_t));
-  g_table = t;
-  g_used = g_live;
-  g_cap = cap;
+  if (a.table) os::release(a.table, a.cap * sizeof(std::uintptr_t));
+  a.table = t;
+  a.used = a.live;
+  a.cap = cap;
   return true;
 }
 
-bool insert(std::uintptr_t key) {
-  if ((g_used + 1) * 2 > g_cap && !grow_table()) return false;
-  std::size_t i = slot_of(key) & (g_cap - 1);
-  while (g_table[i] > kTombstone) i = (i + 1) & (g_cap - 1);
-  if (g_table[i] == 0) ++g_used;
-  g_table[i] = key;
-  ++g_live;
+bool insert(Arena& a, std::uintptr_t key) {
+  if ((a.used + 1) * 2 > a.cap && !grow_table(a)) return false;
+  std::size_t i = slot_of(key) & (a.cap - 1);
+  while (a.table[i] > kTombstone) i = (i + 1) & (a.cap - 1);
+  if (a.table[i] == 0) ++a.used;
+  a.table[i] = key;
+  ++a.live;
   return true;
 }
 
-void erase(std::size_t slot) {
-  g_table[slot] = kTombstone;
-  --g_live;
+void erase(Arena& a, std::size_t slot) {
+  a.table[slot] = kTombstone;
+  --a.live;
 }
+
+// Live block `p`'s arena and registry slot, that arena's lock held (the caller releases it), or
+// arena kArenas (no lock held) when no registry has it. This thread's arena is tried first: a
+// thread mostly frees its own blocks, and then writes no line another thread's calls write.
+struct Found {
+  unsigned arena;
+  std::size_t slot;
+};
+Found find_locked(const void* p) {
+  const unsigned first = my_arena();
+  for (unsigned k = 0; k < kArenas; ++k) {
+    const unsigned i = (first + k) % kArenas;
+    g_arena_locks[i].lock();
+    const std::size_t slot = find(g_arenas[i], addr(p));
+    if (slot != g_arenas[i].cap) return Found{i, slot};
+    g_arena_locks[i].unlock();
+  }
+  return Found{kArenas, 0};
+}
+
+// Releases the lock find_locked took.
+struct FoundGuard {
+  Found f;
+  ~FoundGuard() {
+    if (f.arena < kArenas) g_arena_locks[f.arena].unlock();
+  }
+};
 
 // The usable bytes of large block `h`: to its mapping's end, or to its guard page.
 std::size_t capacity_of(const Header* h) {
@@ -154,7 +169,7 @@ void fill_slack(char* p, const Header* h, std::size_t request) {
 }
 
 // Secure build: the request of live large block `p` after checking its slack; caller holds
-// g_lock. A write past the request is reported naming `call`.
+// its arena's lock. A write past the request is reported naming `call`.
 std::size_t large_checked_request_locked(const char* call, const void* p) {
   const Header* h = header_of(p);
   const auto* c = static_cast<const unsigned char*>(p);
@@ -183,8 +198,8 @@ LargeCache::Layout live_layout(std::size_t bytes, bool sealed) {
   return LargeCache::Layout{true, sealed ? 0 : bytes - os::page_size()};
 }
 
-// large_alloc's work: a mapping from this thread's arena's cache or a fresh one (under the
-// arena's lock), then registered (under g_lock).
+// large_alloc's work: a mapping from this thread's arena's cache or a fresh one, registered
+// there.
 void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool want_zero) {
   const std::size_t page = os::page_size();
   if (align < 16) align = 16;
@@ -196,15 +211,15 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
   std::size_t bytes = align_up(offset + std::max<std::size_t>(size, 1), page) + kGuardPages * page;
   char* base = nullptr;
   const unsigned arena = my_arena();
-  const Arena a = arena_at(arena);
+  Arena& a = g_arenas[arena];
+  os::Lock& lock = g_arena_locks[arena];
   // The system calls (unsealing a cached range, mapping a fresh one) come after the arena's
   // lock is dropped: a thread freeing into this arena need not wait for them.
   LargeCache::Taken t;
   {
-    os::LockGuard guard(a.lock);
+    os::LockGuard guard(lock);
     if (align <= page) t = a.cache.take(bytes, want_zero);
     if (t.base == nullptr) a.cache.release_draining(bytes);  // the new pages replace draining ones
-    a.cache.note_live(live_bytes() + bytes);
   }
   if (t.base != nullptr) {
     const bool opened = kSecureBuild ? open_guarded(t.base, t.bytes, t.layout)
@@ -214,7 +229,7 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
       bytes = t.bytes;
       *zeroed = t.zeroed;
     } else {  // no mapping left to split: fresh pages
-      os::LockGuard guard(a.lock);
+      os::LockGuard guard(lock);
       a.cache.put(t.base, t.bytes, t.zeroed, t.sealed);
       a.cache.release_draining(bytes);
     }
@@ -232,20 +247,14 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
   Header* h = header_of(p);
   *h = Header{kMagic, bytes, size, std::uint32_t(std::countr_zero(align)), arena};
   if (kSecureBuild) fill_slack(p, h, size);
-  bool registered;
-  {
-    os::LockGuard guard(g_lock);
-    registered = insert(addr(p));
-    if (registered) {
-      g_mapped += bytes;
-      add_live_bytes(std::ptrdiff_t(bytes - offset));
-    }
-  }
-  if (!registered) {
-    os::LockGuard guard(a.lock);
+  os::LockGuard guard(lock);
+  if (!insert(a, addr(p))) {
     a.cache.put(base, bytes, *zeroed, false, live_layout(bytes, false));
     return nullptr;
   }
+  a.mapped += bytes;
+  a.live_bytes += bytes - offset;
+  a.cache.note_live(a.live_bytes);
   return p;
 }
 
@@ -276,7 +285,7 @@ bool mostly_unwritten(char* base, std::size_t bytes) {
 // mapping of its own that cannot move with the rest: they are emptied here. The system calls come
 // before the arena's lock: the range is no other thread's until it is cached.
 enum class Emptied { kNo, kDraining, kHere };
-Emptied cache_freed(const Arena& a, char* base, std::size_t bytes) {
+Emptied cache_freed(unsigned arena, char* base, std::size_t bytes) {
   const bool seal = should_seal(bytes);
   const bool empty = bytes >= (seal ? LargeCache::kEmptySealedAtFree : LargeCache::kEmptyAtFree) &&
                      !mostly_unwritten(base, bytes);
@@ -286,9 +295,10 @@ Emptied cache_freed(const Arena& a, char* base, std::size_t bytes) {
   const bool emptied = moved != nullptr || (empty && os::decommit(base, bytes));
   const bool sealed = seal && os::set_accessible(base, bytes, false);
   {
-    os::LockGuard guard(a.lock);
-    a.cache.put(base, bytes, emptied, sealed, live_layout(bytes, sealed));
-    if (moved) a.cache.put_draining(moved, bytes);
+    os::LockGuard guard(g_arena_locks[arena]);
+    LargeCache& cache = g_arenas[arena].cache;
+    cache.put(base, bytes, emptied, sealed, live_layout(bytes, sealed));
+    if (moved) cache.put_draining(moved, bytes);
   }
   return moved != nullptr ? Emptied::kDraining : emptied ? Emptied::kHere : Emptied::kNo;
 }
@@ -322,27 +332,27 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   char* base;
   unsigned arena;
   {
-    os::LockGuard guard(g_lock);
-    const std::size_t slot = find(addr(p));
-    if (slot == g_cap) return false;
+    const FoundGuard found{find_locked(p)};
+    arena = found.f.arena;
+    if (arena == kArenas) return false;
+    Arena& a = g_arenas[arena];
     Header* h = header_of(p);
-    AK_CHECK(h->magic == kMagic && h->arena < kArenas,
+    AK_CHECK(h->magic == kMagic && h->arena == arena,
              "large block header overwritten (heap corruption)");
     if (kSecureBuild) {
       large_checked_request_locked(call, p);
       if (expect_size != kAnySize && expect_size != h->request)
         bad_pointer(call, "sized free with the wrong size", p);
     }
-    erase(slot);
+    erase(a, found.f.slot);
     const std::size_t offset = offset_for(h->align());
-    add_live_bytes(-std::ptrdiff_t(h->map_bytes - offset));
+    a.live_bytes -= h->map_bytes - offset;
     h->magic = 0;
-    g_mapped -= h->map_bytes;  // the cache's from now on
+    a.mapped -= h->map_bytes;  // the cache's from now on
     cached = h->map_bytes;
     base = static_cast<char*>(p) - offset;
-    arena = h->arena;
   }
-  const Emptied emptied = cache_freed(arena_at(arena), base, cached);
+  const Emptied emptied = cache_freed(arena, base, cached);
   if (emptied == Emptied::kDraining) request_drain();
   // A block big enough to move out was emptied here, the purger not running (a young process):
   // start it, so the next such free moves its pages out. A process freeing 12 written buffers of
@@ -358,11 +368,11 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
 
 void large_drain() noexcept {
   for (unsigned i = 0; i < kArenas; ++i)
-    for (const Arena a = arena_at(i);;) {
+    for (;;) {
       LargeCache::Span s;
       {
-        os::LockGuard guard(a.lock);
-        s = a.cache.pop_draining(kDrainPiece);
+        os::LockGuard guard(g_arena_locks[i]);
+        s = g_arenas[i].cache.pop_draining(kDrainPiece);
       }
       if (s.base == nullptr) break;
       unmap_range(s.base, s.bytes, false);
@@ -371,29 +381,29 @@ void large_drain() noexcept {
 
 bool large_was_freed(const void* p) noexcept {
   for (unsigned i = 0; i < kArenas; ++i) {
-    const Arena a = arena_at(i);
-    os::LockGuard guard(a.lock);
-    if (a.cache.holds(p)) return true;
+    os::LockGuard guard(g_arena_locks[i]);
+    if (g_arenas[i].cache.holds(p)) return true;
   }
   return false;
 }
 
 std::size_t large_usable_size(const void* p) noexcept {
-  os::LockGuard guard(g_lock);
-  if (find(addr(p)) == g_cap) return 0;
+  const FoundGuard found{find_locked(p)};
+  if (found.f.arena == kArenas) return 0;
   const Header* h = header_of(p);
   return kSecureBuild ? h->request : capacity_of(h);
 }
 
 std::size_t large_checked_request(const char* call, const void* p) noexcept {
-  os::LockGuard guard(g_lock);
-  if (find(addr(p)) == g_cap) return kAnySize;
+  const FoundGuard found{find_locked(p)};
+  if (found.f.arena == kArenas) return kAnySize;
   return large_checked_request_locked(call, p);
 }
 
 void* large_realloc(void* p, std::size_t size) noexcept {
-  os::LockGuard guard(g_lock);
-  if (find(addr(p)) == g_cap) return nullptr;
+  const FoundGuard found{find_locked(p)};
+  if (found.f.arena == kArenas) return nullptr;
+  Arena& a = g_arenas[found.f.arena];
   Header* h = header_of(p);
   const std::size_t usable = capacity_of(h);
   if (size <= usable && size >= usable / 2) {  // fits without wasting half
@@ -402,10 +412,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
     return p;
   }
   if (h->align() > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
-  AK_CHECK(h->magic == kMagic && h->arena < kArenas,
-           "large block header overwritten (heap corruption)");
   // Room in the registry first: once the mapping has moved there is no way back.
-  if ((g_used + 1) * 2 > g_cap && !grow_table()) return nullptr;
+  if ((a.used + 1) * 2 > a.cap && !grow_table(a)) return nullptr;
   // Growth gets headroom (grown_size): one mremap per 1.5x; address space only until written.
   // The secure build moves the block without its guard page (a mapping of its own), then gives
   // the old guard back and makes the new mapping's last page the guard.
@@ -414,12 +422,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
   char* base = static_cast<char*>(p) - offset;
-  const std::size_t old_bytes = h->map_bytes;  // h moves with the mapping
-  if (bytes > old_bytes) {                     // growth maps new pages
-    const Arena a = arena_at(h->arena);
-    os::LockGuard arena_guard(a.lock);  // under g_lock: the lock order
-    a.cache.release_draining(bytes - old_bytes);
-  }
+  const std::size_t old_bytes = h->map_bytes;                          // h moves with the mapping
+  if (bytes > old_bytes) a.cache.release_draining(bytes - old_bytes);  // growth maps new pages
   auto* moved = static_cast<char*>(os::remap(base, old_bytes - guard_bytes, bytes));
   if (moved == nullptr) return nullptr;
   if (kSecureBuild) {
@@ -427,11 +431,11 @@ void* large_realloc(void* p, std::size_t size) noexcept {
     os::set_accessible(moved + bytes - guard_bytes, guard_bytes, false);
   }
   char* q = moved + offset;
-  erase(find(addr(p)));
-  insert(addr(q));  // cannot fail: room was made above
+  erase(a, find(a, addr(p)));
+  insert(a, addr(q));  // cannot fail: room was made above
   Header* hq = header_of(q);
-  g_mapped += bytes - hq->map_bytes;
-  add_live_bytes(std::ptrdiff_t((bytes - offset) - usable));
+  a.mapped += bytes - hq->map_bytes;
+  a.live_bytes += (bytes - offset) - usable;
   hq->map_bytes = bytes;
   hq->request = size;
   if (kSecureBuild) fill_slack(q, hq, size);
@@ -441,9 +445,8 @@ void* large_realloc(void* p, std::size_t size) noexcept {
 std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept {
   std::size_t released = 0;
   for (unsigned i = 0; i < kArenas; ++i) {
-    const Arena a = arena_at(i);
-    os::LockGuard guard(a.lock);
-    released += a.cache.purge_older_than(age_ns, live_bytes());
+    os::LockGuard guard(g_arena_locks[i]);
+    released += g_arenas[i].cache.purge_older_than(age_ns, g_arenas[i].live_bytes);
   }
   return released;
 }
@@ -453,23 +456,23 @@ std::size_t large_trim() noexcept {
 }
 
 void large_lock() noexcept {
-  g_lock.lock();
   for (os::Lock& l : g_arena_locks) l.lock();
 }
 void large_unlock() noexcept {
   for (unsigned i = kArenas; i-- > 0;) g_arena_locks[i].unlock();
-  g_lock.unlock();
 }
 
 LargeStats large_stats() noexcept {
-  std::size_t cached = 0;
+  LargeStats s{0, 0, 0, 0};
   for (unsigned i = 0; i < kArenas; ++i) {
-    const Arena a = arena_at(i);
-    os::LockGuard guard(a.lock);
-    cached += a.cache.bytes();
+    os::LockGuard guard(g_arena_locks[i]);
+    const Arena& a = g_arenas[i];
+    s.live_blocks += a.live;
+    s.live_bytes += a.live_bytes;
+    s.cached_bytes += a.cache.bytes();
+    s.mapped_bytes += a.mapped + a.cache.bytes();
   }
-  os::LockGuard guard(g_lock);
-  return LargeStats{g_live, live_bytes(), g_mapped + cached, cached};
+  return s;
 }
 
 }  // namespace ak::detail

@@ -1,9 +1,9 @@
 // Large blocks: requests above the pools' range (over 256 KiB, or aligned beyond a page) get a
 // mapping of their own (the secure build: and a guard page after it), with a 32-byte header just
-// before the user pointer, and are recorded in a registry
-// (an open-addressing set under a mutex) so a free of any other pointer is caught before its
-// header is read. Freed mappings are kept for reuse (large_cache.hpp), in the cache of the arena
-// the block came from (large.cpp). Thread-safe.
+// before the user pointer, and are recorded in their arena's registry (an open-addressing set
+// under the arena's lock) so a free of any other pointer is caught before its header is read.
+// Freed mappings are kept for reuse (large_cache.hpp), in the cache of the arena that registered
+// the block (large.cpp). Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -54,8 +54,7 @@ struct LargeStats {
 LargeStats large_stats() noexcept;
 // Registers the fork handlers of every allocator lock (fork.cpp). Called once at load time.
 void install_fork_handlers() noexcept;
-// Fork support: take / release the large blocks' locks (the registry's, every arena's) around
-// fork().
+// Fork support: take / release every arena's lock around fork().
 void large_lock() noexcept;
 void large_unlock() noexcept;
 
