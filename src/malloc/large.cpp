@@ -244,14 +244,14 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
     *zeroed = true;
   }
   char* p = base + offset;
-  Header* h = header_of(p);
-  *h = Header{kMagic, bytes, size, std::uint32_t(std::countr_zero(align)), arena};
-  if (kSecureBuild) fill_slack(p, h, size);
   os::LockGuard guard(lock);
-  if (!insert(a, addr(p))) {
+  if (!insert(a, addr(p))) {  // the range goes back as it came: nothing written
     a.cache.put(base, bytes, *zeroed, false, live_layout(bytes, false));
     return nullptr;
   }
+  Header* h = header_of(p);
+  *h = Header{kMagic, bytes, size, std::uint32_t(std::countr_zero(align)), arena};
+  if (kSecureBuild) fill_slack(p, h, size);
   a.mapped += bytes;
   a.live_bytes += bytes - offset;
   a.cache.note_live(a.live_bytes);
