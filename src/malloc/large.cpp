@@ -8,7 +8,6 @@
 #include "malloc/large.hpp"
 
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -35,11 +34,9 @@ constexpr std::size_t kDrainPiece = std::size_t(2) << 20;
 
 struct Header {
   std::uint64_t magic;
-  std::size_t map_bytes;     // the whole mapping (in the secure build, its guard page included)
-  std::size_t request;       // the size asked for (the secure build's usable size)
-  std::uint32_t align_log2;  // the block's alignment: a power of two, 16 or more
-  std::uint32_t arena;       // the arena whose registry holds it (g_arenas)
-  std::size_t align() const { return std::size_t(1) << align_log2; }
+  std::size_t map_bytes;  // the whole mapping (in the secure build, its guard page included)
+  std::size_t request;    // the size asked for (the secure build's usable size)
+  std::size_t align;
 };
 static_assert(sizeof(Header) == 32);
 
@@ -131,36 +128,33 @@ void erase(Arena& a, std::size_t slot) {
   --a.live;
 }
 
-// Live block `p`'s arena and registry slot, that arena's lock held (the caller releases it), or
+// Live block `p`'s arena and registry slot, that arena's lock held until this goes out of scope;
 // arena kArenas (no lock held) when no registry has it. This thread's arena is tried first: a
 // thread mostly frees its own blocks, and then writes no line another thread's calls write.
-struct Found {
+struct LockedEntry {
   unsigned arena;
   std::size_t slot;
+  LockedEntry(unsigned a, std::size_t s) : arena(a), slot(s) {}
+  LockedEntry(const LockedEntry&) = delete;
+  ~LockedEntry() {
+    if (arena < kArenas) g_arena_locks[arena].unlock();
+  }
 };
-Found find_locked(const void* p) {
+LockedEntry find_locked(const void* p) {
   const unsigned first = my_arena();
   for (unsigned k = 0; k < kArenas; ++k) {
     const unsigned i = (first + k) % kArenas;
     g_arena_locks[i].lock();
     const std::size_t slot = find(g_arenas[i], addr(p));
-    if (slot != g_arenas[i].cap) return Found{i, slot};
+    if (slot != g_arenas[i].cap) return LockedEntry{i, slot};
     g_arena_locks[i].unlock();
   }
-  return Found{kArenas, 0};
+  return LockedEntry{kArenas, 0};
 }
-
-// Releases the lock find_locked took.
-struct FoundGuard {
-  Found f;
-  ~FoundGuard() {
-    if (f.arena < kArenas) g_arena_locks[f.arena].unlock();
-  }
-};
 
 // The usable bytes of large block `h`: to its mapping's end, or to its guard page.
 std::size_t capacity_of(const Header* h) {
-  return h->map_bytes - kGuardPages * os::page_size() - offset_for(h->align());
+  return h->map_bytes - kGuardPages * os::page_size() - offset_for(h->align);
 }
 
 // Secure build: fills the slack of block `p` past `request` up to its guard page.
@@ -250,7 +244,7 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
     return nullptr;
   }
   Header* h = header_of(p);
-  *h = Header{kMagic, bytes, size, std::uint32_t(std::countr_zero(align)), arena};
+  *h = Header{kMagic, bytes, size, align};
   if (kSecureBuild) fill_slack(p, h, size);
   a.mapped += bytes;
   a.live_bytes += bytes - offset;
@@ -332,20 +326,19 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
   char* base;
   unsigned arena;
   {
-    const FoundGuard found{find_locked(p)};
-    arena = found.f.arena;
+    const LockedEntry found = find_locked(p);
+    arena = found.arena;
     if (arena == kArenas) return false;
     Arena& a = g_arenas[arena];
     Header* h = header_of(p);
-    AK_CHECK(h->magic == kMagic && h->arena == arena,
-             "large block header overwritten (heap corruption)");
+    AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
     if (kSecureBuild) {
       large_checked_request_locked(call, p);
       if (expect_size != kAnySize && expect_size != h->request)
         bad_pointer(call, "sized free with the wrong size", p);
     }
-    erase(a, found.f.slot);
-    const std::size_t offset = offset_for(h->align());
+    erase(a, found.slot);
+    const std::size_t offset = offset_for(h->align);
     a.live_bytes -= h->map_bytes - offset;
     h->magic = 0;
     a.mapped -= h->map_bytes;  // the cache's from now on
@@ -388,22 +381,22 @@ bool large_was_freed(const void* p) noexcept {
 }
 
 std::size_t large_usable_size(const void* p) noexcept {
-  const FoundGuard found{find_locked(p)};
-  if (found.f.arena == kArenas) return 0;
+  const LockedEntry found = find_locked(p);
+  if (found.arena == kArenas) return 0;
   const Header* h = header_of(p);
   return kSecureBuild ? h->request : capacity_of(h);
 }
 
 std::size_t large_checked_request(const char* call, const void* p) noexcept {
-  const FoundGuard found{find_locked(p)};
-  if (found.f.arena == kArenas) return kAnySize;
+  const LockedEntry found = find_locked(p);
+  if (found.arena == kArenas) return kAnySize;
   return large_checked_request_locked(call, p);
 }
 
 void* large_realloc(void* p, std::size_t size) noexcept {
-  const FoundGuard found{find_locked(p)};
-  if (found.f.arena == kArenas) return nullptr;
-  Arena& a = g_arenas[found.f.arena];
+  const LockedEntry found = find_locked(p);
+  if (found.arena == kArenas) return nullptr;
+  Arena& a = g_arenas[found.arena];
   Header* h = header_of(p);
   const std::size_t usable = capacity_of(h);
   if (size <= usable && size >= usable / 2) {  // fits without wasting half
@@ -411,14 +404,14 @@ void* large_realloc(void* p, std::size_t size) noexcept {
     h->request = size;
     return p;
   }
-  if (h->align() > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
+  if (h->align > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
   // Room in the registry first: once the mapping has moved there is no way back.
   if ((a.used + 1) * 2 > a.cap && !grow_table(a)) return nullptr;
   // Growth gets headroom (grown_size): one mremap per 1.5x; address space only until written.
   // The secure build moves the block without its guard page (a mapping of its own), then gives
   // the old guard back and makes the new mapping's last page the guard.
   const std::size_t page = os::page_size(), guard_bytes = kGuardPages * page;
-  const std::size_t offset = offset_for(h->align());
+  const std::size_t offset = offset_for(h->align);
   const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
   char* base = static_cast<char*>(p) - offset;

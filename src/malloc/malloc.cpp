@@ -671,11 +671,7 @@ void* ak_realloc(void* p, size_t size) noexcept {
   if (q == nullptr) q = ak_malloc(want);
   if (q == nullptr) return nullptr;  // p stays valid, errno is ENOMEM
   std::memcpy(q, p, usable < size ? usable : size);
-  // `p` passed usable_or_die: a small block takes free's fast path, which reads none of it.
-  if (in_pool_region(p))
-    ak_free(p);
-  else
-    free_any("realloc()", p);
+  ak_free(p);  // `p` passed usable_or_die: a small block takes free's fast path, reading none of it
   return q;
 }
 
