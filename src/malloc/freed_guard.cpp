@@ -2,20 +2,22 @@
 #include "malloc/freed_guard.hpp"
 
 #include <atomic>
+#include <cstdint>
 
 #include "malloc/options.hpp"
 #include "pool/pool.hpp"
 
 namespace ak::detail {
-namespace {
 
 std::atomic<std::size_t> g_seal_from{kSealableMediumBytes};
 
-}  // namespace
-
 bool should_seal(std::size_t bytes) noexcept {
   const unsigned mode = options().guard_freed;
-  if (mode == 0 || bytes < kSealableMediumBytes) return false;
+  if (mode == 0) {
+    g_seal_from.store(SIZE_MAX, std::memory_order_relaxed);  // may_seal says no from now on
+    return false;
+  }
+  if (bytes < kSealableMediumBytes) return false;
   if (mode == 2 || bytes >= kSealAlwaysBytes) return true;
   if (bytes < g_seal_from.load(std::memory_order_relaxed)) return false;
   g_seal_from.store(bytes + 1, std::memory_order_relaxed);

@@ -14,11 +14,22 @@
 // more; 0 none.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 namespace ak::detail {
 
 inline constexpr std::size_t kSealAlwaysBytes = std::size_t(32) << 20;
+
+// The size from which should_seal may say yes now: the adaptive bar, kSealableMediumBytes where
+// every such block is sealed, SIZE_MAX once should_seal has seen sealing off. Below it, no
+// block below kSealAlwaysBytes is sealed.
+extern std::atomic<std::size_t> g_seal_from;
+// Whether a freed block of `bytes` (below kSealAlwaysBytes) needs should_seal's answer: false
+// means it is not sealed. One load and compare, for the fast frees of sealable medium blocks.
+inline bool may_seal(std::size_t bytes) noexcept {
+  return bytes >= g_seal_from.load(std::memory_order_relaxed);
+}
 
 // Whether a freed block of `bytes` is to be sealed now; in the adaptive mode, a yes raises the bar
 // past `bytes`. Thread-safe (a relaxed atomic; racing frees may both say yes).

@@ -133,6 +133,70 @@ TEST(FreedGuard, TheBarRisesPastEachSealedSize) {
   });
 }
 
+namespace {
+
+// Raises the adaptive bar past every medium class: the first free of a 256 KiB block seals it.
+void raise_the_bar_past_medium_blocks() {
+  void* p = ak_malloc(256 * kKiB);
+  ak_free(p);
+  REQUIRE(!readable(static_cast<char*>(p) + 8192), 20);
+}
+
+// Runs the bin of the class of `bytes` empty a few times, so its limit grows past a few blocks,
+// and leaves blocks of that class in it (frees and requests of the class then take the bin).
+void grow_the_bin_of(std::size_t bytes) {
+  void* b[4];
+  for (int round = 0; round < 8; ++round) {
+    for (auto& x : b) x = ak_malloc(bytes);
+    for (auto* x : b) ak_free(x);
+  }
+}
+
+}  // namespace
+
+// With the bar past its class, a 200 KiB block freed goes to its bin unsealed, whole, and the next
+// request of its class gets it back as it was (the sealable classes' fast paths, both ways).
+TEST(FreedGuard, BelowTheBarASealableBlockIsBinnedAndHandedOutAgainWhole) {
+  in_fresh_process([] {
+    raise_the_bar_past_medium_blocks();
+    auto* p = static_cast<char*>(ak_malloc(200 * kKiB));
+    REQUIRE(p != nullptr, 10);
+    std::memset(p, 7, 200 * kKiB);
+    ak_free(p);
+    REQUIRE(readable(p + 8192) && p[100 * kKiB] == 7, 11);  // neither sealed nor emptied
+    auto* q = static_cast<char*>(ak_malloc(200 * kKiB));
+    REQUIRE(q == p, 12);
+    REQUIRE(q[8] == 0 && q[15] == 0 && q[16] == 7 && q[100 * kKiB] == 7, 13);  // tag cleared
+    ak_free(q);
+  });
+}
+
+// The same frees and pops still catch a double free and a write after free.
+TEST(FreedGuardDeathTest, BelowTheBarSealableBlocksStillCatchMisuse) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        raise_the_bar_past_medium_blocks();
+        grow_the_bin_of(200 * kKiB);
+        void* p = ak_malloc(200 * kKiB);
+        void* q = ak_malloc(200 * kKiB);
+        ak_free(p);  // the bin has room for more than p
+        ak_free(p);
+        ak_free(q);
+      },
+      "free\\(\\): double free detected");
+  EXPECT_DEATH(
+      {
+        raise_the_bar_past_medium_blocks();
+        grow_the_bin_of(200 * kKiB);
+        auto* p = static_cast<char*>(ak_malloc(200 * kKiB));
+        ak_free(p);
+        std::memset(p, 0x5a, 64);  // over the free-list link and the freed tag
+        (void)ak_malloc(200 * kKiB);
+      },
+      "malloc\\(\\): heap corruption .*written after free");
+}
+
 // The fault itself (a plain SIGSEGV; under ASan its handler reports it and exits 1).
 TEST(FreedGuardDeathTest, StaleAccessToASealedBlockFaults) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
