@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstdint>
 
 #include "core/core.hpp"
 #include "pool/free_tags.hpp"
@@ -51,16 +52,25 @@ std::size_t grown_bytes(const Heap* h, unsigned cls) {
   return std::size_t(limit_of(h, cls) - start_limit(cls)) * class_size(cls);
 }
 
+// The kinds' counters are 32 bits: one bin's growth fits, however far its limit went.
+static_assert(std::uint64_t(kMaxBinBlocks) * class_size(kHeapClasses - 1) <= UINT32_MAX);
+
+// What the limits of h's bins of the kind of class `cls` (small or medium) have grown past their
+// start, in bytes: what that kind's budget counts.
+std::uint32_t& grown_of_kind(Heap* h, unsigned cls) {
+  return cls >= kClassCount ? h->medium_bin_bytes : h->bin_bytes;
+}
+
 // Sets the limit of h's bin of class `cls` (`limit` at least its start limit), or, closed, the
-// one it opens at, rounded down to its start limit doubled a whole number of times; the heap's
-// budget counts what limits have grown past their start.
+// one it opens at, rounded down to its start limit doubled a whole number of times; the budget
+// of the class's kind counts what limits have grown past their start.
 void set_limit(Heap* h, unsigned cls, std::uint32_t limit) {
-  h->bin_bytes -= grown_bytes(h, cls);
+  grown_of_kind(h, cls) -= std::uint32_t(grown_bytes(h, cls));
   if (h->bins[cls].limit != 0)
     h->bins[cls].limit = limit;
   else
     h->bin_overflows[cls] = std::uint8_t(std::bit_width(limit / start_limit(cls)) - 1);
-  h->bin_bytes += grown_bytes(h, cls);
+  grown_of_kind(h, cls) += std::uint32_t(grown_bytes(h, cls));
 }
 
 bool trim_bin(Heap* h, unsigned cls, std::uint32_t keep, const char* call);
@@ -88,34 +98,41 @@ bool bin_top_in_runs(const Bin& bin, unsigned cls) {
   return kProbe >= kLongRun * runs;
 }
 
-// What one heap's bin limits may grow past their start now: kAllBinBytes shared among the threads
-// holding a heap, between kMinHeapBinBytes and kHeapBinBytes. A heap grown past a budget that
-// shrank (more threads) gives the excess back one class at a time, as its classes next grow.
-std::size_t heap_bin_budget() {
+// What one heap's bin limits of a kind (small, or `medium`) may grow past their start now: the
+// kind's all-threads budget shared among the threads holding a heap, within its per-heap bounds.
+// A heap grown past a budget that shrank (more threads) gives the excess back one class at a
+// time, as its classes next grow.
+std::size_t heap_bin_budget(bool medium) {
   const std::uint32_t live =
       std::max<std::uint32_t>(1, g_live_heaps.load(std::memory_order_relaxed));
-  return std::clamp(kAllBinBytes / live, kMinHeapBinBytes, kHeapBinBytes);
+  return medium ? std::clamp(kAllMediumBinBytes / live, kMinHeapMediumBinBytes, kHeapMediumBinBytes)
+                : std::clamp(kAllBinBytes / live, kMinHeapBinBytes, kHeapBinBytes);
 }
 
-// Whether the heap's budget has room for `bytes` more of bin limits. When it has not, the next
-// class in turn with a grown limit gives up half of it (its bin trimmed to fit): one class per
-// call, so a class that can never fit costs its underflows a constant, and the budget drifts to
-// the classes in use. It looks at kStealTries classes at most.
+// Whether the budget of class `cls`'s kind has room for `bytes` more of bin limits. When it has
+// not, the next class of the kind in turn with a grown limit gives up half of it (its bin trimmed
+// to fit): one class per call, so a class that can never fit costs its underflows a constant, and
+// the budget drifts to the classes in use. It looks at kStealTries classes at most.
 constexpr unsigned kStealTries = 8;
 bool steal_budget(Heap* h, unsigned cls, std::size_t bytes) {
-  const std::size_t budget = heap_bin_budget();
-  if (h->bin_bytes + bytes <= budget) return true;
+  const bool medium = cls >= kClassCount;
+  const std::size_t budget = heap_bin_budget(medium);
+  const std::uint32_t& grown = grown_of_kind(h, cls);
+  if (grown + bytes <= budget) return true;
   // Nothing to take when only this class has grown.
-  if (h->bin_bytes == grown_bytes(h, cls)) return false;
+  if (grown == grown_bytes(h, cls)) return false;
+  const unsigned first = medium ? kClassCount : 0;
+  const unsigned classes = medium ? kHeapClasses - kClassCount : kClassCount;
+  std::uint8_t& next = h->steal_next[medium];
   for (unsigned tried = 0; tried < kStealTries; ++tried) {
-    const unsigned c = h->steal_next;
-    h->steal_next = (c + 1) % kHeapClasses;
+    const unsigned c = first + next;
+    next = std::uint8_t((next + 1) % classes);
     if (c == cls || limit_of(h, c) <= start_limit(c)) continue;
     set_limit(h, c, std::max(start_limit(c), limit_of(h, c) / 2));  // a closed bin's when it opens
     trim_bin(h, c, h->bins[c].limit, "allocation");                 // none in a closed bin
     break;
   }
-  return h->bin_bytes + bytes <= budget;
+  return grown + bytes <= budget;
 }
 
 // Doubles the limit of h's bin of class `cls` if the heap's budget allows; returns whether it did.

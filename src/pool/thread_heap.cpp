@@ -199,6 +199,7 @@ void start_bins(Heap* h) {
     h->bin_overflows[cls] = 0;
   }
   h->bin_bytes = 0;
+  h->medium_bin_bytes = 0;
 }
 
 Heap* acquire_heap() {

@@ -19,6 +19,7 @@
 #include "allockit/config.hpp"
 #include "allockit/detail/shared_pool.hpp"
 #include "fresh_process.hpp"
+#include "pool/pool.hpp"
 #include "pool/slab_source.hpp"
 
 namespace {
@@ -442,6 +443,41 @@ TEST(Malloc, AMediumBinHoldsNoMoreThanItsLimitInALongRunOfFrees) {
     }
     EXPECT_EQ(largest_limit, 2u);
     EXPECT_EQ(limit_after, 1u);  // the run brought it back down to one block
+  }).join();
+}
+
+// Grows this thread's bins of blocks of `sizes` (`count` blocks each), in that order, six rounds:
+// every second block freed fills a bin and sends blocks home; allocating them again runs the bin
+// dry (its limit doubles); then everything is freed.
+void grow_bins(std::initializer_list<std::size_t> sizes, int count) {
+  for (int round = 0; round < 6; ++round)
+    for (const std::size_t size : sizes) {
+      std::vector<void*> v;
+      for (int i = 0; i < count; ++i) v.push_back(ak_malloc(size));
+      for (int i = 0; i < count; i += 2) ak_free(v[i]);
+      for (int i = 0; i < count; i += 2) v[i] = ak_malloc(size);
+      for (void* p : v) ak_free(p);
+    }
+}
+
+// The medium classes' bins grow within a budget of their own: growing them takes nothing from
+// the small bins' growth, and together they stay within kHeapMediumBinBytes.
+TEST(Malloc, MediumBinsGrowWithinABudgetOfTheirOwn) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  std::thread([] {
+    using namespace ak::detail;
+    grow_bins({16384, 8192, 4096, 2048}, 1000);
+    const std::uint32_t small_grown = tl_heap->bin_bytes;
+    ASSERT_GE(small_grown, kHeapBinBytes / 2);  // the small bins hold their budget
+    grow_bins({256 << 10, 192 << 10, 128 << 10, 96 << 10, 64 << 10}, 48);
+    EXPECT_EQ(tl_heap->bin_bytes, small_grown);
+    std::size_t medium_grown = 0;
+    for (unsigned c = kClassCount; c < kHeapClasses; ++c)
+      medium_grown += std::size_t(pool_bin_limit(c) - pool_start_limit(c)) * class_size(c);
+    EXPECT_EQ(medium_grown, tl_heap->medium_bin_bytes);
+    EXPECT_LE(medium_grown, kHeapMediumBinBytes);
+    EXPECT_GE(medium_grown, kHeapMediumBinBytes / 2);  // the budget, not the exercise, stopped it
+    ak_collect(1);
   }).join();
 }
 
