@@ -45,7 +45,9 @@ void pool_settle_remote() noexcept;
 // The medium class to serve a request of medium class `cls` from: `cls`, unless this thread has
 // no free block of it at hand (bin, current slab, other slabs) and its bin of a larger class of
 // at most twice the size has one: then that class, whose free block is resident already, where a
-// block of `cls` would be fresh memory faulting in (thread_heap.cpp).
+// block of `cls` would be fresh memory faulting in (thread_heap.cpp). A class that has borrowed
+// kBorrowsBeforeFresh times since its current slab last gave it a block of its own takes a fresh
+// one: a class short of blocks for good grows to what it needs.
 unsigned pool_medium_class(unsigned cls) noexcept;
 void heaps_lock() noexcept;  // fork support: the heap hand-out lock
 void heaps_unlock() noexcept;

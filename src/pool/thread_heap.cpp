@@ -411,12 +411,29 @@ void pool_free_untagged(Slab* s, void* p) noexcept {
 // Medium requests served from a larger class's free block
 // ---------------------------------------------------------------------------------------------
 
+// Borrowing spares a program that uses many medium sizes a few blocks at a time a resident block
+// per class (ssh's replay: 0.94 MiB peak RSS without it, 0.82 with); but where a class is short
+// for good, as in random churn of 16-64 KiB blocks among 256 slots, it borrowed on every fifth
+// request: 16 instructions more a pair, 42-45 ns against 39-40 once a class carves after 32
+// borrows (peak RSS 12.5 -> 12.9 MiB; ssh, scp, syn-mix-realloc, the compiler's and
+// mc_server_small's replays within noise).
+constexpr std::uint8_t kBorrowsBeforeFresh = 32;
+
 unsigned pool_medium_class(unsigned cls) noexcept {
   const Heap* h = tl_heap;
   if (h->bins[cls].count != 0 || h->avail[cls] != nullptr) return cls;
-  if (const Slab* s = h->current[cls]; s != nullptr && s->free != nullptr) return cls;
+  Slab* const s = h->current[cls];
+  if (s != nullptr && s->free != nullptr) return cls;
+  if (s != nullptr && s->borrows >= kBorrowsBeforeFresh &&
+      s->carve.load(std::memory_order_relaxed) < s->end) {
+    s->borrows = 0;
+    return cls;
+  }
   for (unsigned k = cls + 1; k < kHeapClasses && class_size(k) <= 2 * class_size(cls); ++k)
-    if (h->bins[k].count != 0) return k;
+    if (h->bins[k].count != 0) {
+      if (s != nullptr && s->borrows < kBorrowsBeforeFresh) ++s->borrows;
+      return k;
+    }
   return cls;
 }
 

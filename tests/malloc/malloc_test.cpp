@@ -446,6 +446,36 @@ TEST(Malloc, AMediumBinHoldsNoMoreThanItsLimitInALongRunOfFrees) {
   }).join();
 }
 
+// A class that keeps borrowing (its own blocks all in use, a larger class's bin full) takes a fresh
+// block of its own after 32 borrows, then borrows again: a class short for good grows to what it
+// needs instead of borrowing at every request.
+TEST(Malloc, AMediumClassThatKeepsBorrowingTakesAFreshBlockOfItsOwn) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked slabs keep freed blocks out of the bins";
+  ak::testing::in_fresh_process([] {
+    void* first = ak_malloc(40 << 10);  // class 40 KiB: its current slab
+    REQUIRE(first != nullptr, 2);
+    // 64 KiB blocks freed in random order (no run of frees to close their bin), twice: taken
+    // again from their slabs, the bin's limit grows, and then it holds them.
+    std::vector<void*> big;
+    for (int round = 0; round < 2; ++round) {
+      for (int i = 0; i < 64; ++i) big.push_back(ak_malloc(64 << 10));
+      std::shuffle(big.begin(), big.end(), std::mt19937(round));
+      for (void* p : big) ak_free(p);
+      big.clear();
+    }
+    const ak::detail::Bin& bin = ak::detail::tl_heap->bins[ak::detail::class_of(64 << 10)];
+    REQUIRE(bin.count >= 40, 3);
+    std::vector<void*> taken;
+    for (int i = 0; i < 40; ++i) taken.push_back(ak_malloc(40 << 10));
+    for (int i = 0; i < 40; ++i) {
+      const bool own = medium_slab_index(taken[i]) == medium_slab_index(first);
+      REQUIRE(own == (i == 32), 10 + i);  // 32 borrowed 64 KiB blocks, then a fresh one
+    }
+    for (void* p : taken) ak_free(p);
+    ak_free(first);
+  });
+}
+
 // Grows this thread's bins of blocks of `sizes` (`count` blocks each), in that order, six rounds:
 // every second block freed fills a bin and sends blocks home; allocating them again runs the bin
 // dry (its limit doubles); then everything is freed.

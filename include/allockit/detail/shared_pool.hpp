@@ -172,6 +172,9 @@ struct alignas(64) Slab {
   // up, so retiring it makes its blocks accessible again. Set by the thread sealing it, before
   // the block goes home; read by the owner at retirement.
   std::atomic<bool> sealed_any;
+  // Medium: requests of its class served from a larger class's free block while it was current
+  // and had none (pool_medium_class), since it last handed out a fresh block for that reason.
+  std::uint8_t borrows = 0;
   Slab* prev;  // the owner heap's avail or full list of its class (not while current)
   Slab* next;
   PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
