@@ -167,13 +167,15 @@ thread_local const void* tl_last_sealed [[gnu::tls_model("initial-exec")]] = nul
   w[1] = 0;
   return p;
 }
+// A block of sealable class `cls` from the pools, made ready by ready_sealable.
 void* alloc_sealable(unsigned cls, bool* zeroed) {
   return ready_sealable(pool_alloc<true>(cls, zeroed), cls, zeroed);
 }
 
 // Block `p` of sealable class `cls`, just popped from this thread's bin: the common case (tagged
 // as freed, not sealed, not the block this thread sealed last) made ready here, the rest by
-// ready_sealable. A pop of a 128-256 KiB block: 30 instructions, not alloc_any's 130.
+// ready_sealable. Where 128-256 KiB blocks churn among 64 slots, a malloc ran 99 instructions on
+// average, 142 when every one took alloc_any.
 inline void* take_popped_sealable(void* p, unsigned cls) {
   const void* const last = tl_last_sealed;
   if (p != last && pool_popped_carries_tag(p)) [[likely]] {  // a sealed tag fails the compare
