@@ -81,6 +81,13 @@ unsigned my_arena() {
 Header* header_of(const void* p) {
   return reinterpret_cast<Header*>(const_cast<char*>(static_cast<const char*>(p)) - sizeof(Header));
 }
+// The header of live block `p` (a registry holds it), checked: a write before the user pointer
+// may have overwritten it, and its sizes decide what is unmapped, moved or reported usable.
+Header* live_header(const void* p) {
+  Header* h = header_of(p);
+  AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
+  return h;
+}
 
 std::size_t slot_of(std::uintptr_t key) {
   return (key >> 4) * 0x9E3779B97F4A7C15ull >> 20;
@@ -165,7 +172,7 @@ void fill_slack(char* p, const Header* h, std::size_t request) {
 // Secure build: the request of live large block `p` after checking its slack; caller holds
 // its arena's lock. A write past the request is reported naming `call`.
 std::size_t large_checked_request_locked(const char* call, const void* p) {
-  const Header* h = header_of(p);
+  const Header* h = live_header(p);
   const auto* c = static_cast<const unsigned char*>(p);
   if (!holds_only(c + h->request, capacity_of(h) - h->request, kSlackByte))
     bad_pointer(call, "heap overflow detected (a write past the requested size)", p);
@@ -330,8 +337,7 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
     arena = found.arena;
     if (arena == kArenas) return false;
     Arena& a = g_arenas[arena];
-    Header* h = header_of(p);
-    AK_CHECK(h->magic == kMagic, "large block header overwritten (heap corruption)");
+    Header* h = live_header(p);
     if (kSecureBuild) {
       large_checked_request_locked(call, p);
       if (expect_size != kAnySize && expect_size != h->request)
@@ -383,7 +389,7 @@ bool large_was_freed(const void* p) noexcept {
 std::size_t large_usable_size(const void* p) noexcept {
   const LockedEntry found = find_locked(p);
   if (found.arena == kArenas) return 0;
-  const Header* h = header_of(p);
+  const Header* h = live_header(p);
   return kSecureBuild ? h->request : capacity_of(h);
 }
 
@@ -397,7 +403,7 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   const LockedEntry found = find_locked(p);
   if (found.arena == kArenas) return nullptr;
   Arena& a = g_arenas[found.arena];
-  Header* h = header_of(p);
+  Header* h = live_header(p);
   const std::size_t usable = capacity_of(h);
   if (size <= usable && size >= usable / 2) {  // fits without wasting half
     if (kSecureBuild) fill_slack(static_cast<char*>(p), h, size);

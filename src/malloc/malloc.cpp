@@ -227,15 +227,11 @@ inline void* take_popped_sealable(void* p, unsigned cls) {
 // A block of a sealable class that no seal awaits (may_seal) has its tag read for a double free,
 // which its free must catch before it rewrites the tag, and is pushed as well.
 inline void free_medium(const char* call, Slab* s, void* p) {
-  if (s->bin_class != kNoBin) [[likely]] {
-    Bin& bin = tl_heap->bins[s->bin_class];
-    if (s->block_size < kSealableMediumBytes) {
-      if (pool_try_free_to(bin, s, p)) return;
-    } else if (bin.count < bin.limit && !may_seal(s->block_size) && !carries_freed_tag(p)) {
-      pool_tag_freed(p);
-      return bin_push(bin, p);
-    }
-  }
+  const bool sealable = s->block_size >= kSealableMediumBytes;
+  if (s->bin_class != kNoBin &&
+      (!sealable || (!may_seal(s->block_size) && !carries_freed_tag(p))) &&
+      pool_try_free_to(tl_heap->bins[s->bin_class], s, p))
+    return;
   free_medium_slow(call, s, p);
 }
 

@@ -780,6 +780,18 @@ TEST(MallocDeathTest, MediumBlockMisuse) {
   ak_free(p);
 }
 
+// A large block's header (the 32 bytes before it) written over is reported by every call that
+// reads it, before its sizes move or report anything.
+TEST(MallocDeathTest, AnOverwrittenLargeHeaderIsReported) {
+  auto* p = static_cast<char*>(ak_malloc(std::size_t(1) << 20));
+  ASSERT_NE(p, nullptr);
+  auto corrupt = [p] { std::memset(p - 32, 0x41, 32); };
+  EXPECT_DEATH((corrupt(), ak_realloc(p, std::size_t(3) << 20)), "large block header overwritten");
+  EXPECT_DEATH((corrupt(), ak_malloc_usable_size(p)), "large block header overwritten");
+  EXPECT_DEATH((corrupt(), ak_free(p)), "large block header overwritten");
+  ak_free(p);
+}
+
 TEST(MallocDeathTest, ForeignPointers) {
   int local = 0;
   EXPECT_DEATH(ak_free(&local), "free\\(\\): invalid pointer \\(not allocated by allockit\\)");
