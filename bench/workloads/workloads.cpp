@@ -125,6 +125,29 @@ void large_blocks_dense() {
   large_blocks_loop(scaled(20'000), true);
 }
 
+// Not in the table (a case, not a suite's model): rounds of buffers of 256 KiB to 4 MiB, each
+// allocated and filled a page at a time before the one before it is freed, and each round's 2 KiB
+// larger than the last, as a program whose largest message or file creeps up. Every round frees
+// a new largest size, which a guard modelled on glibc's threshold seals (docs/architecture.md,
+// sealed freed blocks).
+void creeping_largest() {
+  static constexpr std::size_t kSizes[] = {262152,  393228,  589842,  884763,  1327144,
+                                           1358645, 1359880, 2039820, 3059730, 3186193,
+                                           3186696, 3190289, 4019762};
+  const int rounds = scaled(1000);
+  for (int round = 0; round < rounds; ++round) {
+    char* prev = nullptr;
+    for (std::size_t size : kSizes) {
+      const std::size_t n = size + std::size_t(round) * 2048;
+      auto* p = static_cast<char*>(std::malloc(n));
+      for (std::size_t o = 0; o < n; o += 4096) static_cast<volatile char*>(p)[o] = 1;
+      std::free(prev);
+      prev = p;
+    }
+    std::free(prev);
+  }
+}
+
 // Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
 void realloc_growth() {
   for (int round = 0; round < 20; ++round) {
@@ -174,6 +197,7 @@ void register_classic(Registry& r) {
   r["large_blocks"] = large_blocks;
   r["large_blocks_dense"] = large_blocks_dense;
   r["realloc_growth"] = realloc_growth;
+  r["creeping_largest"] = creeping_largest;
   r["large_calloc"] = large_calloc;
 }
 

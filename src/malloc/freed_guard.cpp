@@ -20,7 +20,7 @@ bool should_seal(std::size_t bytes) noexcept {
   if (bytes < kSealableMediumBytes) return false;
   if (mode == 2 || bytes >= kSealAlwaysBytes) return true;
   if (bytes < g_seal_from.load(std::memory_order_relaxed)) return false;
-  g_seal_from.store(bytes + 1, std::memory_order_relaxed);
+  g_seal_from.store(bytes + bytes / kSealStep, std::memory_order_relaxed);
   return true;
 }
 

@@ -1,8 +1,8 @@
 // Misuse the default build catches (malloc/freed_guard.hpp, pool_is_carved_block): freed big
 // blocks are sealed, so a stale access faults; a block is never handed to the next request of the
-// thread that sealed it; the adaptive bar rises past each sealed size; a free of an address past
-// a slab's carve point is reported. Cases that depend on the bar run in a fresh process (threadsafe
-// death tests re-execute the binary), where no block was sealed yet.
+// thread that sealed it; the adaptive bar rises an eighth past each sealed size; a free of an
+// address past a slab's carve point is reported. Cases that depend on the bar run in a fresh
+// process (threadsafe death tests re-execute the binary), where no block was sealed yet.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -130,6 +130,23 @@ TEST(FreedGuard, TheBarRisesPastEachSealedSize) {
     auto* c = static_cast<char*>(ak_malloc(4 * kMiB));
     ak_free(c);
     REQUIRE(!readable(c + 8192), 12);
+  });
+}
+
+// A sealed size raises the bar an eighth past itself (kSealStep): a size within that eighth is
+// not sealed (a program whose largest block creeps up pays once per eighth, not at every round),
+// and one past it is.
+TEST(FreedGuard, SizesWithinAnEighthOfASealedSizeAreNotSealedAgain) {
+  in_fresh_process([] {
+    auto* a = static_cast<char*>(ak_malloc(1 * kMiB));
+    ak_free(a);
+    REQUIRE(!readable(a + 8192), 10);
+    auto* b = static_cast<char*>(ak_malloc(1 * kMiB + 64 * kKiB));
+    ak_free(b);
+    REQUIRE(readable(b + 8192), 11);  // within an eighth of 1 MiB
+    auto* c = static_cast<char*>(ak_malloc(1 * kMiB + 192 * kKiB));
+    ak_free(c);
+    REQUIRE(!readable(c + 8192), 12);  // past it
   });
 }
 
