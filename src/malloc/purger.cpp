@@ -6,16 +6,19 @@
 // wake-ups disturbed programs whose threads hand work back and forth. It never allocates.
 //
 // It starts when memory is cached for purging (a slab or a large mapping), never at load, and
-// only once the process is 50 ms old or has cached 16 MiB. A thread costs a short process more
-// than it saves: creating it and tearing it down at exit cost about 60 us here, while `sort` on an
-// empty file (which frees an 8 MiB buffer) runs 1 ms in all, and nothing cached can be purged
-// before the purge delay (1 s) anyway. But a free that had to empty a block of 1 MiB or more
-// itself (large.cpp) starts it at once, so that the next such free hands its pages over instead.
-// What a young process caches below 16 MiB is purged by the first later cache event that starts the
-// purger, or by allocator activity. A forked child never has a purger, neither its parent's nor one
-// of its own: it purges on allocator activity. A child of a multi-threaded parent may call only
-// async-signal-safe functions (POSIX), which pthread_create is not, and ThreadSanitizer kills a
-// process that tries.
+// only once the process has cached 1 MiB in all (kWorthAThreadBytes) if 50 ms old, or 16 MiB
+// (kEagerBytes) if younger. A thread costs a short process more than it saves: creating it and
+// tearing it down at exit cost about 60 us here, while `sort` on an empty file (which frees an 8
+// MiB buffer) runs 1 ms in all, and nothing cached can be purged before the purge delay (1 s)
+// anyway. Below 1 MiB, what it could return is less than its own start costs in time: started at
+// the first cached block at any size, ssh's replay paid 40-60 us for it in the free of its one
+// 257 KiB large block (23,008 calls, 1-2.5 ns on its mean call). But a free that had to empty a
+// block of 1 MiB or more itself (large.cpp) starts it at once, so that the next such free hands its
+// pages over instead. What a young process caches below 16 MiB is purged by the first later cache
+// event that starts the purger, or by allocator activity. A forked child never has a purger,
+// neither its parent's nor one of its own: it purges on allocator activity. A child of a
+// multi-threaded parent may call only async-signal-safe functions (POSIX), which pthread_create is
+// not, and ThreadSanitizer kills a process that tries.
 //
 // It also releases the large blocks' draining ranges (large_cache.hpp) as soon as a free hands
 // one over (request_drain): the one wake-up allocator threads send, only for frees that empty a
@@ -38,11 +41,12 @@ namespace {
 
 constexpr std::uint64_t kYoungNs = 50'000'000;
 constexpr std::size_t kEagerBytes = std::size_t(16) << 20;
+constexpr std::size_t kWorthAThreadBytes = std::size_t(1) << 20;
 
 AK_EARLY_DATA std::atomic<bool> g_started{false};
 AK_EARLY_DATA std::atomic<bool> g_running{false};  // the thread exists (in this process)
 constinit os::Wakeup g_wakeup;
-AK_EARLY_DATA std::atomic<std::size_t> g_cached_while_young{0};
+AK_EARLY_DATA std::atomic<std::size_t> g_cached_before_start{0};
 // Set before any thread exists; 0: loaded long ago (treated as old).
 AK_EARLY_DATA std::uint64_t g_load_ns = 0;
 AK_EARLY_DATA int g_load_pid = 0;  // the process that loaded the library; 0: unknown
@@ -85,9 +89,9 @@ void note_load_time() noexcept {
 
 void start_background_purge(std::size_t bytes) noexcept {
   if (g_started.load(std::memory_order_relaxed) || !options().background_purge) return;
-  if (os::coarse_now_ns() - g_load_ns < kYoungNs &&
-      g_cached_while_young.fetch_add(bytes, std::memory_order_relaxed) + bytes < kEagerBytes)
-    return;
+  const std::size_t worth =
+      os::coarse_now_ns() - g_load_ns < kYoungNs ? kEagerBytes : kWorthAThreadBytes;
+  if (g_cached_before_start.fetch_add(bytes, std::memory_order_relaxed) + bytes < worth) return;
   start_background_purge_now();
 }
 

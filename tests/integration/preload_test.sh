@@ -58,7 +58,7 @@ C
 cc -O1 libc_names.c -o libc_names -ldl
 [ "$(run ./libc_names)" = "libc names ok" ]
 
-step "the library depends on libc alone; no thread at load, nor in a young process caching little"
+step "the library depends on libc alone; no thread at load, nor in a process caching little"
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 [ "$needed" = "libc.so.6 " ] || { echo "NEEDED: $needed (want libc.so.6 only)"; exit 1; }
 cat > threads.c <<'C'
@@ -76,6 +76,13 @@ static void cache_a_block(size_t bytes) {
   big[0] = 1; free(big);                                    /* a mapping goes to the cache */
 }
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1][0] == 'l') {                      /* little: old, caching 300 KiB */
+    usleep(100000); cache_a_block(300 << 10);
+    int little = threads();
+    cache_a_block(1 << 20);                                 /* 1.3 MiB cached: purger */
+    printf("%d %d\n", little, threads());
+    return 0;
+  }
   void* p[64];
   for (int i = 0; i < 64; ++i) p[i] = malloc(100);          /* a short program's allocations */
   int at_start = threads();
@@ -91,6 +98,7 @@ C
 cc -O1 threads.c -o threads
 [ "$(run ./threads)" = "1 1 2" ]
 [ "$(run ./threads volume)" = "1 1 2" ]
+[ "$(run ./threads little)" = "1 2" ]
 [ "$(ALLOCKIT_BACKGROUND_PURGE=0 run ./threads)" = "1 1 1" ]
 # A C program never loads the C++ runtime because of allockit.
 [ -z "$(run env LD_DEBUG=libs ./threads 2>&1 | grep -E 'libstdc\+\+|libgcc_s|libm\.so')" ]
