@@ -132,7 +132,6 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
 void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
                      Layout layout) noexcept {
   const std::uint64_t now = os::coarse_now_ns();
-  if (sealed) last_sealed_ = base;
   // Merge with a neighbour of the same kind: the range before it and the one after it. A merged
   // range ends as its last part does.
   for (std::size_t i = 0; i < len_; ++i) {
@@ -148,6 +147,9 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
       remove(i--);
     }
   }
+  // The next request passes over the range holding the block sealed now, wherever a merge with
+  // the range before it put its start.
+  if (sealed) last_sealed_ = base;
   if (len_ == kSlots) release_oldest(Kind::kAny);
   Range r{base, bytes, now, 0, zero, sealed, false, false};
   r.set_layout(layout);

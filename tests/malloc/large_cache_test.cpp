@@ -63,6 +63,22 @@ TEST(LargeCache, NeighboursMergeIntoOneRange) {
   ak::os::release(base, 6 * kMiB);
 }
 
+// A block sealed at free that merges with the sealed range before it is passed over by the next
+// request as a block on its own is: that request gets none of the merged range (it would cover
+// the block just sealed), and the one after it may take it.
+TEST(LargeCache, ASealedBlockMergedIntoTheRangeBeforeItIsPassedOver) {
+  LargeCache c;
+  char* base = written_mapping(4 * kMiB, 'g');
+  c.put(base, 2 * kMiB, false, true);
+  EXPECT_EQ(c.take(8 * kMiB, false).base, nullptr);  // passes over it; nothing else to take
+  c.put(base + 2 * kMiB, 2 * kMiB, false, true);     // sealed now: joins [base, base + 4 MiB)
+  EXPECT_EQ(c.take(3 * kMiB, false).base, nullptr);
+  const LargeCache::Taken t = c.take(3 * kMiB, false);
+  EXPECT_EQ(t.base, base);
+  EXPECT_TRUE(t.sealed);
+  ak::os::release(base, 4 * kMiB);
+}
+
 TEST(LargeCache, GrowthMovesTheResidentPages) {
   LargeCache c;
   char* base = written_mapping(4 * kMiB, 'c');
