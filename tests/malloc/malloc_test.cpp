@@ -630,6 +630,28 @@ TEST(Malloc, AlignedRequestsTakeTheSmallestAlignedClassFromTheBin) {
   });
 }
 
+// A page-aligned request up to the medium classes' end gets a block of the medium class of its
+// size (of the smallest medium size at least), and one freed just before is popped again:
+// aligned_any's medium branch, as malloc_slow pops. (Sizes below the classes that may be sealed:
+// a sealed block is never the next request's.)
+TEST(Malloc, PageAlignedRequestsTakeTheMediumClassOfTheirSizeFromTheBin) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's usable size is the request";
+  ak::testing::in_fresh_process([] {
+    for (std::size_t n : {1, 4096, 5000, 16385, 20000, 70000, 112000}) {
+      const std::size_t bytes = std::max(n, ak::detail::kMaxPooledSize + 1);
+      void* first = ak_aligned_alloc(4096, n);  // the class's first block: a fresh slab's
+      void* p = ak_aligned_alloc(4096, n);
+      REQUIRE(aligned(p, 4096), 1);
+      REQUIRE(ak_malloc_usable_size(p) == ak::detail::class_size(ak::detail::class_of(bytes)), 2);
+      ak_free(p);
+      void* q = nullptr;
+      REQUIRE(ak_posix_memalign(&q, 4096, n) == 0 && q == p, 3);
+      ak_free(q);
+      ak_free(first);
+    }
+  });
+}
+
 // Over-aligned small requests (a cache-line pair, a page) come from the size classes whose blocks
 // have that alignment, not from a mapping each: thousands of them live at once are aligned,
 // distinct and intact, and add no large block. (They took a page-sized mapping each: 200,000
