@@ -439,7 +439,26 @@ void* large_realloc(void* p, std::size_t size) noexcept {
   const std::size_t want = grown_size(usable, size);
   const std::size_t bytes = align_up(offset + want, page) + guard_bytes;
   char* base = static_cast<char*>(p) - offset;
-  const std::size_t old_bytes = h->map_bytes;                          // h moves with the mapping
+  const std::size_t old_bytes = h->map_bytes;  // h moves with the mapping
+  if (!kSecureBuild && bytes > old_bytes) {
+    // The open cached range right after the block (the rest of the range it was carved from, or
+    // a freed neighbour) is grown into in place: no system call, its pages mapped already. A
+    // string built up to 1 MiB by appends of up to 64 bytes, 300 times: each moved by mremap
+    // into new pages while the rest of the cached range it had started in stayed resident
+    // beside it, 0.33 s and 60 MiB peak RSS; 0.19 s and 2.8 MiB now (mimalloc 0.15 s and 7 MiB,
+    // glibc 0.16 s and 2.6).
+    const LargeCache::Taken t = a.cache.take_at(base + old_bytes, bytes - old_bytes);
+    if (t.base != nullptr) {
+      h->map_bytes = old_bytes + t.bytes;
+      h->request = size;
+      a.mapped += t.bytes;
+      // The cache's budget notes the peak of live bytes at the next malloc, as after a move:
+      // noted here at every growth, it let the cache keep what each round of realloc_growth's
+      // buffers freed (36 -> 61 MiB resident after a round).
+      a.live_bytes += capacity_of(h) - usable;
+      return p;
+    }
+  }
   if (bytes > old_bytes) a.cache.release_draining(bytes - old_bytes);  // growth maps new pages
   auto* moved = static_cast<char*>(os::remap(base, old_bytes - guard_bytes, bytes));
   if (moved == nullptr) return nullptr;

@@ -129,6 +129,17 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
   return t;
 }
 
+LargeCache::Taken LargeCache::take_at(const char* at, std::size_t need) noexcept {
+  if constexpr (kSecureBuild) return {};
+  for (std::size_t i = 0; i < len_; ++i) {
+    const Range& r = ranges_[i];
+    if (r.base != at) continue;
+    if (r.sealed || r.draining || r.bytes < need) return {};
+    return carve(i, need);
+  }
+  return {};
+}
+
 void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
                      Layout layout) noexcept {
   const std::uint64_t now = os::coarse_now_ns();

@@ -113,6 +113,11 @@ class LargeCache {
   // resident range (clear_resident_range); resident ranges are still preferred, as their pages
   // written again do not fault, unless the kernel cannot scan pages: known-zero ones then.
   Taken take(std::size_t need, bool want_zero) noexcept;
+  // The first `need` bytes (page multiple) of the open (not sealed, not draining) range starting
+  // at `at`, the whole range when the rest would be smaller than kMinSplit, or {} when no such
+  // range holds them: a live block ending at `at` grows in place into it (large_realloc), its
+  // pages mapped already. Not in the secure build, whose blocks end in a guard page.
+  Taken take_at(const char* at, std::size_t need) noexcept;
   // Keeps a freed range (resident, or known zero; sealed or not), merging it with a cached
   // neighbour of the same kind; releases the oldest ranges beyond the budget or the slot count.
   void put(char* base, std::size_t bytes, bool zero, bool sealed = false,

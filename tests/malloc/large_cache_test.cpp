@@ -79,6 +79,27 @@ TEST(LargeCache, ASealedBlockMergedIntoTheRangeBeforeItIsPassedOver) {
   ak::os::release(base, 4 * kMiB);
 }
 
+// take_at hands out the start of the open range beginning at an address (a live block's end),
+// leaving the rest cached, and nothing for a sealed range, a draining one, one too short, or
+// an address no range starts at.
+TEST(LargeCache, TakeAtCarvesTheOpenRangeStartingThere) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's blocks end in a guard page";
+  LargeCache c;
+  char* base = written_mapping(8 * kMiB, 'h');
+  c.put(base, 2 * kMiB, false);
+  c.put(base + 4 * kMiB, 2 * kMiB, false, true);  // sealed
+  c.put_draining(base + 6 * kMiB, 2 * kMiB);
+  EXPECT_EQ(c.take_at(base + kMiB, kMiB).base, nullptr);      // no range starts there
+  EXPECT_EQ(c.take_at(base, 3 * kMiB).base, nullptr);         // too short
+  EXPECT_EQ(c.take_at(base + 4 * kMiB, kMiB).base, nullptr);  // sealed
+  EXPECT_EQ(c.take_at(base + 6 * kMiB, kMiB).base, nullptr);  // draining
+  const LargeCache::Taken t = c.take_at(base, kMiB);
+  EXPECT_EQ(t.base, base);
+  EXPECT_EQ(t.bytes, kMiB);
+  EXPECT_EQ(c.take_at(base + kMiB, kMiB).base, base + kMiB);  // the rest, still cached
+  ak::os::release(base, 8 * kMiB);
+}
+
 TEST(LargeCache, GrowthMovesTheResidentPages) {
   LargeCache c;
   char* base = written_mapping(4 * kMiB, 'c');
@@ -338,6 +359,28 @@ TEST(LargeCache, BiggestBlocksDrainInTheBackground) {
 
 // Through ak_malloc: a freed large block comes back with its pages resident, whether the next
 // request is smaller or larger (the standard suite's malloc-large pattern).
+// A large block carved from the start of a cached range grows by realloc into the rest of it, in
+// place: the same address, its pages resident already (in a fresh process, where the bar of the
+// sealing guard is raised first, so the 4 MiB block freed is cached open).
+TEST(LargeCache, ReallocGrowsABlockIntoTheRestOfItsCachedRangeInPlace) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's blocks end in a guard page";
+  ak::testing::in_fresh_process([] {
+    ak_free(ak_malloc(8 * kMiB));  // sealed: the bar rises past 8 MiB
+    auto* r = static_cast<char*>(ak_malloc(4 * kMiB));
+    std::memset(r, 1, 4 * kMiB);
+    ak_free(r);
+    auto* p = static_cast<char*>(ak_malloc(300 * 1024));  // past the medium classes
+    REQUIRE(p != nullptr, 10);
+    std::memset(p, 2, 300 * 1024);
+    auto* q = static_cast<char*>(ak_realloc(p, kMiB));
+    REQUIRE(q == p, 11);
+    REQUIRE(q[300 * 1024 - 1] == 2, 12);
+    REQUIRE(resident_pages(q, kMiB) == kMiB / 4096, 13);  // the range's pages, written before
+    std::memset(q, 3, kMiB);
+    ak_free(q);
+  });
+}
+
 TEST(LargeCache, MallocReusesFreedBlocksWithoutFaults) {
   ak_collect(1);
   // The first free of this size is sealed (freed_guard.hpp) and passed over by the next request.
