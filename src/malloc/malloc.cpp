@@ -262,6 +262,8 @@ inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, boo
 // Any size and any power-of-two alignment >= 8. `*zeroed` says whether the memory is known zero;
 // `want_zero` (calloc) asks the large blocks for memory that is.
 void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zero = false) {
+  if (background_purge_wanted()) [[unlikely]]
+    start_wanted_background_purge();  // deferred by a free (start_background_purge_now)
   *zeroed = false;
   if constexpr (kSecureBuild) return secure_alloc(size, align, zeroed, want_zero);
   const unsigned cls = pooled_class(size, align);

@@ -28,7 +28,13 @@ void load_options() noexcept;
 void start_background_purge(std::size_t bytes) noexcept;
 // The same whatever the process's age: after a free emptied a block of 1 MiB or more itself (a
 // page-table walk of 60-100 us a MiB), so that the next such free moves its pages out instead.
+// Once the process has had a second thread, only notes the start as wanted (a free may run under
+// a lock of glibc's that creating a thread takes): the next allocation's slow path starts it.
 void start_background_purge_now() noexcept;
+// Whether a start waits for an allocation's slow path (one relaxed load), and that start: call
+// only from an allocation's slow path, before any allocator lock is taken.
+bool background_purge_wanted() noexcept;
+void start_wanted_background_purge() noexcept;
 // Whether the background purger runs in this process (never in a forked child). One load.
 bool background_purge_running() noexcept;
 // Wakes the background purger to release the large blocks' draining ranges (large_drain).

@@ -44,7 +44,8 @@ constexpr std::size_t kEagerBytes = std::size_t(16) << 20;
 constexpr std::size_t kWorthAThreadBytes = std::size_t(1) << 20;
 
 AK_EARLY_DATA std::atomic<bool> g_started{false};
-AK_EARLY_DATA std::atomic<bool> g_running{false};  // the thread exists (in this process)
+AK_EARLY_DATA std::atomic<bool> g_start_wanted{false};  // start_background_purge_now deferred
+AK_EARLY_DATA std::atomic<bool> g_running{false};       // the thread exists (in this process)
 constinit os::Wakeup g_wakeup;
 AK_EARLY_DATA std::atomic<std::size_t> g_cached_before_start{0};
 // Set before any thread exists; 0: loaded long ago (treated as old).
@@ -95,7 +96,8 @@ void start_background_purge(std::size_t bytes) noexcept {
   start_background_purge_now();
 }
 
-void start_background_purge_now() noexcept {
+// Creates the purger thread, once.
+void create_purger() noexcept {
   if (g_started.load(std::memory_order_relaxed) || !options().background_purge ||
       g_started.exchange(true))
     return;
@@ -107,6 +109,29 @@ void start_background_purge_now() noexcept {
     g_running.store(true, std::memory_order_release);  // frees may hand it ranges before it runs
   else if (options().verbose)
     Message().str("allockit: no background purge (thread refused)").print();
+}
+
+void start_background_purge_now() noexcept {
+  if (g_started.load(std::memory_order_relaxed) || !options().background_purge) return;
+  // A free may run under a lock of glibc's that pthread_create takes: pthread_join and
+  // pthread_create free the thread-local storage of exited threads' cached stacks holding the
+  // stack cache's lock (__nptl_free_stacks), and a purger started from that free waited for the
+  // lock its own thread held (8 threads churning small blocks, then joined: a hang at the join in
+  // 3 runs of 3). So once the process has had a second thread, the start waits for the next
+  // allocation's slow path (start_wanted_background_purge), which glibc never runs under it.
+  if (!os::single_threaded()) {
+    g_start_wanted.store(true, std::memory_order_relaxed);
+    return;
+  }
+  create_purger();
+}
+
+bool background_purge_wanted() noexcept {
+  return g_start_wanted.load(std::memory_order_relaxed);
+}
+
+void start_wanted_background_purge() noexcept {
+  if (g_start_wanted.exchange(false, std::memory_order_relaxed)) create_purger();
 }
 
 }  // namespace ak::detail

@@ -1,6 +1,5 @@
 // fork from a multi-threaded process: the child must be able to allocate and free even if another
 // thread held an allocator lock at the moment of fork, and must start no thread of its own.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,20 +10,9 @@
 #include <vector>
 
 #include "allockit/allockit.h"
+#include "thread_probe.hpp"
 
-namespace {
-
-int threads_of_this_process() {
-  DIR* dir = opendir("/proc/self/task");
-  if (!dir) return -1;
-  int n = 0;
-  while (const dirent* e = readdir(dir))
-    if (e->d_name[0] != '.') ++n;
-  closedir(dir);
-  return n;
-}
-
-}  // namespace
+using ak::testing::threads_of_this_process;
 
 TEST(MallocFork, ChildOfABusyMultiThreadedParentAllocates) {
   std::atomic<bool> stop{false};

@@ -1,0 +1,51 @@
+// When the background purger (src/malloc/purger.cpp) starts. Each case runs in a fresh process
+// (a threadsafe death test re-executes the binary), where none runs yet.
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "allockit/allockit.h"
+#include "fresh_process.hpp"
+#include "thread_probe.hpp"
+
+namespace {
+
+using ak::testing::in_fresh_process;
+using ak::testing::threads_of_this_process;
+
+constexpr std::size_t kMiB = std::size_t(1) << 20;
+
+// Frees a written 4 MiB block: the first free of its size is sealed and emptied at free, which
+// wants the purger at once (so that the next such free moves its pages out instead).
+void free_a_block_that_wants_the_purger() {
+  auto* big = static_cast<char*>(ak_malloc(4 * kMiB));
+  std::memset(big, 1, 4 * kMiB);
+  ak_free(big);
+}
+
+// A single-threaded process starts it in that free.
+TEST(BackgroundPurge, ASingleThreadedProcessStartsItInTheFreeThatWantsIt) {
+  in_fresh_process([] {
+    const int before = threads_of_this_process();
+    free_a_block_that_wants_the_purger();
+    REQUIRE(threads_of_this_process() == before + 1, 10);
+  });
+}
+
+// Once the process has had a second thread, a free may run under a lock of glibc's that creating
+// a thread takes (joining a thread frees cached stacks' thread-local storage holding it): the
+// start waits for the next allocation's slow path.
+TEST(BackgroundPurge, AThreadedProcessStartsItAtTheNextAllocationNotInTheFree) {
+  in_fresh_process([] {
+    std::thread([] {}).join();
+    const int before = threads_of_this_process();
+    free_a_block_that_wants_the_purger();
+    REQUIRE(threads_of_this_process() == before, 10);
+    void* p = ak_malloc(300'000);  // past the medium classes: malloc's slow path
+    REQUIRE(threads_of_this_process() == before + 1, 11);
+    ak_free(p);
+  });
+}
+
+}  // namespace
