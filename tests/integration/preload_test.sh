@@ -198,6 +198,33 @@ cc -O1 -shared -fPIC tlslib.c -o libtls.so
 cc -O1 init.c -o init -ldl -lpthread
 [ "$(run ./init)" = "init ok" ]
 
+step "threads joined as the purger becomes due: the join frees their stacks' TLS under glibc's lock"
+# pthread_join frees exited threads' thread-local storage holding glibc's stack-cache lock; a
+# purger thread created from that free waited for the lock forever (3 runs of 3 on this host).
+cat > joins.c <<'C'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void* churn(void* a) {
+  unsigned s = (unsigned)(long)a; void* slot[512] = {0};
+  for (int i = 0; i < 2000000; i++) {
+    s = s * 1103515245 + 12345; int k = (s >> 8) % 512; free(slot[k]);
+    slot[k] = malloc(8 + (s >> 16) % 256); ((char*)slot[k])[0] = 1;
+  }
+  for (int k = 0; k < 512; k++) free(slot[k]);
+  return 0;
+}
+int main(void) {
+  pthread_t t[8];
+  for (long i = 0; i < 8; i++) pthread_create(&t[i], 0, churn, (void*)(i + 1));
+  for (int i = 0; i < 8; i++) pthread_join(t[i], 0);
+  puts("joined");
+  return 0;
+}
+C
+cc -O1 joins.c -o joins -lpthread
+for i in 1 2 3; do [ "$(run timeout 60 ./joins)" = "joined" ]; done
+
 step "the C compiler compiles a file"
 printf '#include <stdio.h>\nint main(void){puts("built under allockit");return 0;}\n' > hello.c
 run cc -O2 -Wall hello.c -o hello
