@@ -3,6 +3,7 @@
 // stderr and the default kept.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,7 +34,10 @@ void start_background_purge(std::size_t bytes) noexcept;
 void start_background_purge_now() noexcept;
 // Whether a start waits for an allocation's slow path (one relaxed load), and that start: call
 // only from an allocation's slow path, before any allocator lock is taken.
-bool background_purge_wanted() noexcept;
+extern std::atomic<bool> g_purge_start_wanted;
+inline bool background_purge_wanted() noexcept {
+  return g_purge_start_wanted.load(std::memory_order_relaxed);
+}
 void start_wanted_background_purge() noexcept;
 // Whether the background purger runs in this process (never in a forked child). One load.
 bool background_purge_running() noexcept;

@@ -37,6 +37,9 @@
 #include "pool/pool.hpp"
 
 namespace ak::detail {
+
+AK_EARLY_DATA std::atomic<bool> g_purge_start_wanted{false};
+
 namespace {
 
 constexpr std::uint64_t kYoungNs = 50'000'000;
@@ -44,8 +47,7 @@ constexpr std::size_t kEagerBytes = std::size_t(16) << 20;
 constexpr std::size_t kWorthAThreadBytes = std::size_t(1) << 20;
 
 AK_EARLY_DATA std::atomic<bool> g_started{false};
-AK_EARLY_DATA std::atomic<bool> g_start_wanted{false};  // start_background_purge_now deferred
-AK_EARLY_DATA std::atomic<bool> g_running{false};       // the thread exists (in this process)
+AK_EARLY_DATA std::atomic<bool> g_running{false};  // the thread exists (in this process)
 constinit os::Wakeup g_wakeup;
 AK_EARLY_DATA std::atomic<std::size_t> g_cached_before_start{0};
 // Set before any thread exists; 0: loaded long ago (treated as old).
@@ -120,18 +122,14 @@ void start_background_purge_now() noexcept {
   // 3 runs of 3). So once the process has had a second thread, the start waits for the next
   // allocation's slow path (start_wanted_background_purge), which glibc never runs under it.
   if (!os::single_threaded()) {
-    g_start_wanted.store(true, std::memory_order_relaxed);
+    g_purge_start_wanted.store(true, std::memory_order_relaxed);
     return;
   }
   create_purger();
 }
 
-bool background_purge_wanted() noexcept {
-  return g_start_wanted.load(std::memory_order_relaxed);
-}
-
 void start_wanted_background_purge() noexcept {
-  if (g_start_wanted.exchange(false, std::memory_order_relaxed)) create_purger();
+  if (g_purge_start_wanted.exchange(false, std::memory_order_relaxed)) create_purger();
 }
 
 }  // namespace ak::detail
