@@ -286,13 +286,13 @@ bool mostly_unwritten(char* base, std::size_t bytes) {
   // A written block answers at its first window: more than a quarter of all three is resident
   // already (one mincore, not three: grep's replay frees a written buffer of a new largest
   // size at every step).
-  std::size_t resident = os::resident_bytes(base, window);
-  if (4 * resident > 3 * window) return false;
-  const std::size_t mid = (bytes / 2) / page * page;
-  resident += os::resident_bytes(base + mid, window);
-  if (4 * resident > 3 * window) return false;
-  resident += os::resident_bytes(base + bytes - window, window);
-  return 4 * resident <= 3 * window;
+  const char* const windows[] = {base, base + (bytes / 2) / page * page, base + bytes - window};
+  std::size_t resident = 0;
+  for (const char* w : windows) {
+    resident += os::resident_bytes(w, window);
+    if (4 * resident > 3 * window) return false;
+  }
+  return true;
 }
 
 // large_free's caching of freed block [base, base+bytes) in arena `a`. A block of

@@ -250,11 +250,19 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
   return kHeapClasses;
 }
 
+// The first class whose blocks may be sealed (kSealableMediumBytes and more): classes grow with
+// their index, so the test is a compare with a constant, no load of the class's size.
+constexpr unsigned kFirstSealableClass = class_of(kSealableMediumBytes);
+static_assert(class_size(kFirstSealableClass) >= kSealableMediumBytes &&
+              class_size(kFirstSealableClass - 1) < kSealableMediumBytes);
+constexpr bool may_be_sealed(unsigned cls) {
+  return cls >= kFirstSealableClass;
+}
+
 // A block of pooled class `cls`; classes that may be sealed go through alloc_sealable. `*zeroed`
 // (false on entry) is set when the block is known zero.
 inline void* alloc_pooled(unsigned cls, bool* zeroed) {
-  return class_size(cls) < kSealableMediumBytes ? alloc_small(cls, zeroed)
-                                                : alloc_sealable(cls, zeroed);
+  return may_be_sealed(cls) ? alloc_sealable(cls, zeroed) : alloc_small(cls, zeroed);
 }
 
 inline void* secure_alloc(std::size_t size, std::size_t align, bool* zeroed, bool want_zero);
@@ -465,24 +473,19 @@ void free_any(const char* call, void* p) {
   free_any("free()", p);
 }
 
-// The largest medium class that is never sealed (alloc_pooled takes alloc_small for it).
-constexpr std::size_t kUnsealedMediumMax = std::size_t(112) << 10;
-static_assert(class_size(class_of(kUnsealedMediumMax)) < kSealableMediumBytes &&
-              class_size(class_of(kUnsealedMediumMax + 1)) >= kSealableMediumBytes);
-
-// A block of medium class `cls` (of `sealable` classes or not) popped from this thread's bin and
-// made ready, or null when the bin is empty: what alloc_pooled would return first.
-inline void* pop_medium(unsigned cls, bool sealable) {
+// A block of medium class `cls` popped from this thread's bin and made ready, or null when the
+// bin is empty: what alloc_pooled would return first.
+inline void* pop_medium(unsigned cls) {
   void* p = pool_pop(cls);
   if (p == nullptr) return nullptr;
-  return sealable ? take_popped_sealable(p, cls) : take_popped(p, cls);
+  return may_be_sealed(cls) ? take_popped_sealable(p, cls) : take_popped(p, cls);
 }
 
 // malloc's slow path for every size: a medium block from its bin, else alloc_any.
 [[gnu::noinline]] void* malloc_slow(std::size_t size) {
   if constexpr (!kSecureBuild) {
     if (size > kMaxPooledSize && size <= kMaxMediumSize)
-      if (void* p = pop_medium(class_of(size), size > kUnsealedMediumMax)) return p;
+      if (void* p = pop_medium(class_of(size))) return p;
   }
   bool zeroed;
   return alloc_any(size, kMallocRequest, &zeroed);
@@ -557,8 +560,7 @@ void* aligned_any(std::size_t align, std::size_t size) {
       // Every medium block is page-aligned: the class of the size (of a medium one at least), as
       // malloc_slow pops. Page-aligned blocks of 4-64 KiB churning among 256 slots: 171 -> 125
       // instructions a pair (tcmalloc 113; the time within noise: the rest is memory).
-      const std::size_t bytes = std::max(size, kMaxPooledSize + 1);
-      if (void* p = pop_medium(class_of(bytes), bytes > kUnsealedMediumMax)) return p;
+      if (void* p = pop_medium(class_of(std::max(size, kMaxPooledSize + 1)))) return p;
     }
   }
   bool zeroed;
