@@ -1,6 +1,6 @@
 // The C allocation API with glibc semantics (errno, overflow, alignment, realloc edge cases) over
-// the shared pools (small classes up to 16 KiB with alignment up to 64; medium classes up to
-// 256 KiB with alignment up to a page) and large blocks (large.hpp). Exported with
+// the shared pools (small classes up to 16 KiB with alignment up to 2 KiB; medium classes up to
+// 256 KiB with alignment up to 256 KiB) and large blocks (large.hpp). Exported with
 // the ak_ prefix only; src/override maps the libc names onto these. Thread-safe; never allocates
 // through anything but itself.
 #include <algorithm>
@@ -98,8 +98,45 @@ inline bool is_sealed(const void* p) {
           kSealedTagBit) != 0;
 }
 
-// Medium blocks (medium slabs, page-aligned, multiples of 4 KiB) serve any alignment up to a page.
-constexpr std::size_t kMaxMediumAlign = 4096;
+// Medium blocks serve alignments up to their largest class's (medium_class_align): a request
+// aligned past a page takes the smallest class at or above its size whose blocks are aligned to
+// it, never a mapping of its own (posix_memalign of 8-192 KiB at 8-64 KiB alignments among 2,000
+// slots: 15-17 us a call, each a large block; mimalloc 0.15-0.4).
+constexpr std::size_t kMaxMediumAlign = medium_class_align(kHeapClasses - 1);
+static_assert(kSecureBuild || kMaxMediumAlign == kMaxMediumSize);
+
+// of[k][c - kClassCount]: the smallest medium class at or above medium class `c` whose blocks are
+// aligned to 2^(k+12) (a page .. kMaxMediumAlign), or kHeapClasses when none is.
+struct AlignedMediumClasses {
+  static constexpr unsigned kAligns = std::countr_zero(kMaxMediumAlign) - 11;
+  std::uint8_t of[kAligns][kHeapClasses - kClassCount];
+};
+constexpr AlignedMediumClasses make_aligned_medium_classes() {
+  AlignedMediumClasses t{};
+  for (unsigned k = 0; k < AlignedMediumClasses::kAligns; ++k)
+    for (unsigned c = kClassCount; c < kHeapClasses; ++c) {
+      unsigned d = c;
+      while (d < kHeapClasses && medium_class_align(d) < (std::size_t(4096) << k)) ++d;
+      t.of[k][c - kClassCount] = std::uint8_t(d);
+    }
+  return t;
+}
+constexpr AlignedMediumClasses kAlignedMediumClasses = make_aligned_medium_classes();
+
+// The medium class serving `size` bytes (at most kMaxMediumSize) at alignment `align` (at most
+// kMaxMediumAlign), or kHeapClasses when none does.
+constexpr unsigned medium_class_for(std::size_t size, std::size_t align) {
+  const unsigned c = class_of(std::max(size, kMaxPooledSize + 1));
+  return align <= kMediumDataOffset
+             ? c
+             : kAlignedMediumClasses.of[std::countr_zero(align) - 12][c - kClassCount];
+}
+static_assert(kSecureBuild || (class_size(medium_class_for(1, 8192)) == 24 << 10 &&
+                               class_size(medium_class_for(40 << 10, 16 << 10)) == 48 << 10 &&
+                               class_size(medium_class_for(100 << 10, 64 << 10)) == 128 << 10 &&
+                               medium_class_for((192 << 10) + 1, 128 << 10) == kHeapClasses - 1 &&
+                               class_size(medium_class_for(1, kMaxMediumAlign)) == kMaxMediumSize));
+static_assert(medium_class_for(kMaxMediumSize, 4096) == kHeapClasses - 1);
 // realloc growing a block by steps past this moves it to a mapping of its own (ak_realloc). On
 // realloc_growth (200 buffers grown by 10% steps to 560 KiB): 1.00 s and 189 MiB peak RSS
 // with growth copied within the medium classes; 0.55 s, 97 MiB from 64 KiB; 0.52 s, 57 MiB
@@ -244,9 +281,12 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
     const unsigned cls = align <= kMallocRequest ? malloc_class(size) : class_for(size, align);
     if (cls < kClassCount) return cls;
   }
-  // A small request aligned past the small classes' alignment (a page) takes a medium block.
-  if (size <= kMaxMediumSize && align <= kMaxMediumAlign)
+  // A small request aligned past the small classes' alignment takes a medium block: up to a page,
+  // any class's (a larger class's free block, pool_medium_class); past it, one of a class
+  // aligned to it.
+  if (size <= kMaxMediumSize && align <= kMediumDataOffset)
     return pool_medium_class(class_of(std::max(size, kMaxPooledSize + 1)));
+  if (size <= kMaxMediumSize && align <= kMaxMediumAlign) return medium_class_for(size, align);
   return kHeapClasses;
 }
 
@@ -557,10 +597,12 @@ void* aligned_any(std::size_t align, std::size_t size) {
       if (void* p = pool_pop(tl_heap, cls)) [[likely]]
         return take_popped(p, cls);
     } else if (size <= kMaxMediumSize && align <= kMaxMediumAlign) {
-      // Every medium block is page-aligned: the class of the size (of a medium one at least), as
-      // malloc_slow pops. Page-aligned blocks of 4-64 KiB churning among 256 slots: 171 -> 125
-      // instructions a pair (tcmalloc 113; the time within noise: the rest is memory).
-      if (void* p = pop_medium(class_of(std::max(size, kMaxPooledSize + 1)))) return p;
+      // The class of the size (of a medium one at least), as malloc_slow pops, or of a larger
+      // size aligned further. Page-aligned blocks of 4-64 KiB churning among 256 slots: 171 ->
+      // 125 instructions a pair (tcmalloc 113; the time within noise: the rest is memory).
+      const unsigned cls = medium_class_for(size, align);
+      if (cls < kHeapClasses)
+        if (void* p = pop_medium(cls)) return p;
     }
   }
   bool zeroed;

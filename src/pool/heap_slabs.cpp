@@ -193,7 +193,8 @@ void retire_slab(Slab* s) {
 
 // A small slab's header goes in its region's table and its blocks start at its colour offset
 // (shared_pool.hpp), after its debug bitmap if any; a medium slab's header is at its start and its
-// blocks at its second page, so medium blocks (multiples of 4 KiB) are page-aligned.
+// blocks end at its end (a secure slab's: at its guard page), the slack before them, so each
+// medium block has its class's natural alignment (medium_class_align).
 Slab* new_slab(Heap* h, unsigned cls) {
   const bool medium = cls >= kClassCount;
   bool zeroed = false;
@@ -217,9 +218,11 @@ Slab* new_slab(Heap* h, unsigned cls) {
   const std::size_t block_align = std::max<std::size_t>(class_align(cls), 64);
   char* bits =
       medium ? header + sizeof(Slab) : base + (slab_color_offset(addr(base)) & ~(block_align - 1));
+  char* const blocks_end = base + slab_bytes - tail_guard;
   char* data = medium ? base + kMediumDataOffset
                       : reinterpret_cast<char*>(align_up(addr(bits) + bitmap, block_align));
-  const std::size_t capacity = std::size_t(base + slab_bytes - tail_guard - data) / block;
+  const std::size_t capacity = std::size_t(blocks_end - data) / block;
+  if (medium) data = blocks_end - capacity * block;
   ::new (s) Slab{};
   s->size_class = std::uint8_t(cls);
   s->tag_word = class_has_tag(cls) ? 1 : 0;

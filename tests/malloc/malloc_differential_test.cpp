@@ -64,7 +64,7 @@ Block make(std::mt19937_64& rng) {
       break;
     }
     case 1: {
-      b.align = std::size_t(1) << (3 + rng() % 10);  // 8 .. 4096
+      b.align = std::size_t(1) << (3 + rng() % 19);  // 8 .. 2 MiB: small, medium, large
       void* p = nullptr;
       EXPECT_EQ(ak_posix_memalign(&p, b.align, b.n), 0);
       b.p = static_cast<unsigned char*>(p);

@@ -652,17 +652,52 @@ TEST(Malloc, PageAlignedRequestsTakeTheMediumClassOfTheirSizeFromTheBin) {
   });
 }
 
-// Over-aligned small requests (a cache-line pair, a page) come from the size classes whose blocks
-// have that alignment, not from a mapping each: thousands of them live at once are aligned,
+// A request aligned past a page, up to the medium classes' end (size and alignment), gets a block
+// of the smallest medium class at or above its size whose blocks all have the alignment, and one
+// freed just before is popped again (below the classes that may be sealed): aligned_any's medium
+// branch and kAlignedMediumClasses. Such
+// requests took a mapping each (15-17 us a call where 8-192 KiB blocks aligned to 8-64 KiB
+// churned).
+TEST(Malloc, RequestsAlignedPastAPageTakeTheSmallestMediumClassAlignedToIt) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build's medium blocks are page-aligned only";
+  using ak::detail::class_size;
+  ak::testing::in_fresh_process([] {
+    for (std::size_t a = 8192; a <= ak::detail::kMaxMediumSize; a *= 2)
+      for (std::size_t n : {1, 4096, 8193, 16385, 24577, 40000, 65536, 100000, 196609, 262144}) {
+        unsigned cls = ak::detail::class_of(std::max(n, ak::detail::kMaxPooledSize + 1));
+        while (cls < ak::detail::kHeapClasses && ak::detail::natural_alignment(class_size(cls)) < a)
+          ++cls;
+        if (cls == ak::detail::kHeapClasses) continue;  // a large block's
+        void* first = ak_aligned_alloc(a, n);           // the class's first block: a fresh slab's
+        void* p = ak_aligned_alloc(a, n);
+        REQUIRE(aligned(first, a) && aligned(p, a), 1);
+        REQUIRE(ak_malloc_usable_size(p) == class_size(cls), 2);
+        ak_free(p);
+        void* q = nullptr;
+        REQUIRE(ak_posix_memalign(&q, a, n) == 0 && aligned(q, a), 3);
+        // A sealed block is never the next request's (freed_guard.hpp).
+        REQUIRE(q == p || class_size(cls) >= ak::detail::kSealableMediumBytes, 4);
+        ak_free(q);
+        ak_free(first);
+      }
+  });
+}
+
+// Over-aligned small requests (a cache-line pair, a page, 64 KiB) come from the size classes whose
+// blocks have that alignment, not from a mapping each: hundreds of them live at once are aligned,
 // distinct and intact, and add no large block. (They took a page-sized mapping each: 200,000
 // 64-byte blocks aligned to 128 took 1.44 s and 807 MiB.)
 TEST(Malloc, OverAlignedSmallRequestsArePooled) {
-  for (std::size_t a : {128, 256, 1024, 4096}) {
+  std::vector<std::size_t> aligns = {128, 256, 1024, 4096};
+  if (!ak::kSecureBuild)  // its medium blocks are page-aligned only
+    for (std::size_t a = 8192; a <= ak::detail::kMaxMediumSize; a *= 4) aligns.push_back(a);
+  for (std::size_t a : aligns) {
     ak_stats before{};
     ak_stats_get(&before);
     std::vector<unsigned char*> v;
-    for (int i = 0; i < 1000; ++i) {
-      const std::size_t n = 1 + std::size_t(i) * 37 % (a < 1024 ? 600 : 3 * a);
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t n =
+          1 + std::size_t(i) * 37 % std::min(a < 1024 ? 600 : 3 * a, ak::detail::kMaxMediumSize);
       auto* p = static_cast<unsigned char*>(ak_aligned_alloc(a, n));
       ASSERT_NE(p, nullptr);
       ASSERT_TRUE(aligned(p, a)) << a << " " << n;
@@ -673,8 +708,9 @@ TEST(Malloc, OverAlignedSmallRequestsArePooled) {
     ak_stats during{};
     ak_stats_get(&during);
     EXPECT_EQ(during.large_blocks, before.large_blocks) << a;
-    for (int i = 0; i < 1000; ++i) {
-      const std::size_t n = 1 + std::size_t(i) * 37 % (a < 1024 ? 600 : 3 * a);
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t n =
+          1 + std::size_t(i) * 37 % std::min(a < 1024 ? 600 : 3 * a, ak::detail::kMaxMediumSize);
       EXPECT_EQ(v[i][0], i & 0xff) << a << " " << i;
       EXPECT_EQ(v[i][n - 1], i & 0xff) << a << " " << i;
       ak_free(v[i]);

@@ -31,10 +31,17 @@ inline constexpr std::size_t kSlabShift = 16;
 inline constexpr std::size_t kSlabSize = std::size_t(1) << kSlabShift;
 inline constexpr unsigned kPoolClasses = kClassCount;  // the public pools' classes
 // Medium slabs (liballockit's classes kClassCount..kHeapClasses-1) are 2 MiB, 2 MiB-aligned, in
-// regions of their own; their header page precedes page-aligned blocks.
+// regions of their own; their header page and then the slack precede blocks that end where the
+// slab ends (new_slab).
 inline constexpr std::size_t kMediumSlabShift = 21;
 inline constexpr std::size_t kMediumSlabSize = std::size_t(1) << kMediumSlabShift;
 inline constexpr std::size_t kMediumDataOffset = 4096;
+// The alignment of every block of medium class `c`: its size's natural alignment (a 24 KiB block
+// is aligned to 8 KiB, a 96 KiB one to 32 KiB, a 256 KiB one to 256 KiB), as its blocks end at
+// the slab's 2 MiB-aligned end. The secure build ends them a guard page earlier: a page.
+constexpr std::size_t medium_class_align(unsigned c) noexcept {
+  return kSecureBuild ? kMediumDataOffset : natural_alignment(class_size(c));
+}
 // liballockit may leave a freed medium block of this size or more inaccessible past its first page
 // (src/malloc/freed_guard.hpp); a retired slab that had one sealed (Slab::sealed_any) is made
 // accessible again.

@@ -12,7 +12,7 @@
 namespace ak::detail {
 
 inline constexpr std::size_t kMaxPooledSize = 16384;  // larger requests bypass the pools
-// Stricter alignments bypass the pools (liballockit serves them up to a page from its medium
+// Stricter alignments bypass the pools (liballockit serves them up to 256 KiB from its medium
 // classes). Not 4 KiB: the classes of 4 KiB multiples would lose their slab colours, and slabs of
 // 16 KiB blocks starting at their base held 4 blocks instead of 3 (rptest's peak RSS +4%).
 inline constexpr std::size_t kMaxPooledAlign = 2048;
@@ -46,7 +46,7 @@ constexpr unsigned class_of(std::size_t size) noexcept {
 
 // The alignment every block of small class `c` has: the largest power of two dividing its size, at
 // most kMaxPooledAlign (a slab's blocks start at a multiple of it, starter blocks too), as
-// jemalloc's size classes are aligned. 8 for the 8-byte class. (Medium blocks are page-aligned.)
+// jemalloc's size classes are aligned. 8 for the 8-byte class. (Medium blocks: medium_class_align.)
 constexpr std::size_t class_align(unsigned c) noexcept {
   const std::size_t low = natural_alignment(class_size(c));
   return low < kMaxPooledAlign ? low : kMaxPooledAlign;
