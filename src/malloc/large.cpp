@@ -7,6 +7,7 @@
 // registered it. Only fork holds more than one arena's lock.
 #include "malloc/large.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -44,9 +45,22 @@ static_assert(sizeof(Header) == 32);
 // bytes between the request and the guard with kSlackByte, checked at free and realloc.
 const std::size_t kGuardPages = kSecureBuild ? 1 : 0;
 
-// The user pointer's distance from its mapping's start: the header, or the alignment above it.
+// The user pointer's distance from its mapping's start: the header, or the alignment above it,
+// at most a page: a block aligned past a page starts its mapping's second page, its mapping placed
+// so (a cached range carved at that phase, LargeCache::take_aligned), the header page alone
+// before it, rather than a mapping starting at an aligned address with the whole alignment before
+// the block (address space only when fresh, but resident when carved from a cached range).
 std::size_t offset_for(std::size_t align) {
-  return align <= sizeof(Header) ? sizeof(Header) : align;
+  return align <= sizeof(Header) ? sizeof(Header) : std::min(align, os::page_size());
+}
+
+// A fresh mapping of `bytes` whose address plus `offset` is aligned to `align` (past a page):
+// mapped `align - offset` longer at `align`, the head given back.
+char* map_at_phase(std::size_t bytes, std::size_t align, std::size_t offset) {
+  auto* m = static_cast<char*>(os::map_accounted(bytes + align - offset, align));
+  if (m == nullptr) return nullptr;
+  os::release(m, align - offset);
+  return m + align - offset;
 }
 
 // With one lock for the cache and the registry, two threads churning 256 KiB-1 MiB blocks waited
@@ -232,7 +246,8 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
   {
     os::LockGuard guard(lock);
     a.written = true;
-    if (align <= page) t = a.cache.take(bytes, want_zero);
+    t = align <= page ? a.cache.take(bytes, want_zero)
+                      : a.cache.take_aligned(bytes, align, offset, want_zero);
     if (t.base == nullptr) a.cache.release_draining(bytes);  // the new pages replace draining ones
   }
   if (t.base != nullptr) {
@@ -249,7 +264,8 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
     }
   }
   if (base == nullptr) {
-    base = static_cast<char*>(os::map_accounted(bytes, align > page ? align : page));
+    base = align <= page ? static_cast<char*>(os::map_accounted(bytes, page))
+                         : map_at_phase(bytes, align, offset);
     if (base == nullptr) return nullptr;
     if (kSecureBuild && !open_guarded(base, bytes, LargeCache::Layout{false, bytes})) {
       os::release(base, bytes);
@@ -428,7 +444,7 @@ void* large_realloc(void* p, std::size_t size) noexcept {
     h->request = size;
     return p;
   }
-  if (h->align > os::page_size() || size > (std::size_t(1) << 47)) return nullptr;
+  if (size > (std::size_t(1) << 47)) return nullptr;
   // Room in the registry first: once the mapping has moved there is no way back.
   if ((a.used + 1) * 2 > a.cap && !grow_table(a)) return nullptr;
   // Growth gets headroom (grown_size): one mremap per 1.5x; address space only until written.

@@ -1,9 +1,9 @@
 // Large blocks: requests above the pools' range (over 256 KiB, or aligned beyond a page) get a
 // mapping of their own (the secure build: and a guard page after it), with a 32-byte header just
-// before the user pointer, and are recorded in their arena's registry (an open-addressing set
-// under the arena's lock) so a free of any other pointer is caught before its header is read.
-// Freed mappings are kept for reuse (large_cache.hpp), in the cache of the arena that registered
-// the block (large.cpp). Thread-safe.
+// before the user pointer (at most a page into the mapping, whatever the alignment), and are
+// recorded in their arena's registry (an open-addressing set under the arena's lock) so a free of
+// any other pointer is caught before its header is read. Freed mappings are kept for reuse
+// (large_cache.hpp), in the cache of the arena that registered the block (large.cpp). Thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -113,6 +113,12 @@ class LargeCache {
   // resident range (clear_resident_range); resident ranges are still preferred, as their pages
   // written again do not fault, unless the kernel cannot scan pages: known-zero ones then.
   Taken take(std::size_t need, bool want_zero) noexcept;
+  // As take(), for a block whose start plus `lead` must be aligned to `align`: `need` bytes from
+  // that phase within a range, the bytes before them cached as a range of their own (released
+  // when no slot is free), or {} when no range holds them (no range grows). Not in the secure
+  // build, whose ranges carve from their end.
+  Taken take_aligned(std::size_t need, std::size_t align, std::size_t lead,
+                     bool want_zero) noexcept;
   // The first `need` bytes (page multiple) of the open (not sealed, not draining) range starting
   // at `at`, the whole range when the rest would be smaller than kMinSplit, or {} when no such
   // range holds them: a live block ending at `at` grows in place into it (large_realloc), its
@@ -197,6 +203,16 @@ class LargeCache {
   void release_oldest(Kind kind) noexcept;
   // The index of the range take() carves `need` bytes from, or len_ when none holds them.
   std::size_t best_fit(std::size_t need, bool want_zero) const noexcept;
+  // Whether range r is preferred to range b for a request (the kind `resident` names first, then
+  // the smaller).
+  static bool better(const Range& r, const Range& b, bool resident) noexcept {
+    const bool pref_r = r.zero != resident, pref_b = b.zero != resident;
+    return pref_r != pref_b ? pref_r : r.bytes < b.bytes;
+  }
+  // Whether range r may serve a request: not the range sealed last, not a draining one for calloc.
+  bool may_serve(const Range& r, bool want_zero) const noexcept {
+    return r.base != last_sealed_ && !(want_zero && r.draining);
+  }
   Taken carve(std::size_t i, std::size_t need) noexcept;
   Taken grow(std::size_t need) noexcept;
 
