@@ -1,5 +1,6 @@
-// The large-block page heap (large_cache.hpp). At most kSlots ranges, scanned linearly: a large
-// allocation already costs microseconds, and 64 entries are one or two cache lines of keys.
+// The large-block page heap (large_cache.hpp). At most kMaxSlots ranges, scanned linearly: a large
+// allocation already costs microseconds, and a program has as many ranges as it has gaps between
+// its live large blocks.
 #include "malloc/large_cache.hpp"
 
 #include <algorithm>
@@ -15,29 +16,45 @@ void unmap_range(char* base, std::size_t bytes, bool empty) noexcept {
 }
 
 void LargeCache::append(const Range& r) noexcept {
-  ranges_[len_++] = r;
+  ranges()[len_++] = r;
   count_of(r) += r.bytes;
 }
 
 void LargeCache::remove(std::size_t i) noexcept {
-  count_of(ranges_[i]) -= ranges_[i].bytes;
-  std::memmove(ranges_ + i, ranges_ + i + 1, (--len_ - i) * sizeof(Range));
+  count_of(ranges()[i]) -= ranges()[i].bytes;
+  std::memmove(ranges() + i, ranges() + i + 1, (--len_ - i) * sizeof(Range));
 }
 
 std::size_t LargeCache::release(std::size_t i) noexcept {
-  const std::size_t bytes = ranges_[i].bytes;
-  unmap_range(ranges_[i].base, bytes, ranges_[i].zero);
+  const std::size_t bytes = ranges()[i].bytes;
+  unmap_range(ranges()[i].base, bytes, ranges()[i].zero);
   remove(i);
   return bytes;
+}
+
+bool LargeCache::grow_slots() noexcept {
+  const std::size_t old_cap = cap(), new_cap = old_cap * 4;
+  if (new_cap > kMaxSlots) return false;
+  auto* grown = static_cast<Range*>(os::map(new_cap * sizeof(Range), os::page_size()));
+  if (grown == nullptr) return false;
+  std::memcpy(static_cast<void*>(grown), ranges(), len_ * sizeof(Range));
+  if (grown_ != nullptr) os::release(grown_, old_cap * sizeof(Range));
+  grown_ = grown;
+  grown_cap_ = new_cap;
+  return true;
+}
+
+void LargeCache::make_room() noexcept {
+  if (len_ == cap() && !grow_slots()) release_oldest(Kind::kAny);
 }
 
 void LargeCache::release_oldest(Kind kind) noexcept {
   std::size_t oldest = len_;
   for (std::size_t i = 0; i < len_; ++i) {
     // A draining range counts against no budget, but a slot may be needed.
-    const Range& r = ranges_[i];
+    const Range& r = ranges()[i];
     if (kind != Kind::kAny && (r.draining || r.zero != (kind == Kind::kZero))) continue;
-    if (oldest == len_ || ranges_[i].since < ranges_[oldest].since) oldest = i;
+    if (oldest == len_ || ranges()[i].since < ranges()[oldest].since) oldest = i;
   }
   if (oldest < len_) release(oldest);
 }
@@ -45,7 +62,7 @@ void LargeCache::release_oldest(Kind kind) noexcept {
 // Hands out the first `need` bytes of range i (the last ones when kCarveFromEnd); a rest of
 // kMinSplit or more stays cached.
 LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
-  Range& r = ranges_[i];
+  Range& r = ranges()[i];
   Taken t{r.base, r.bytes, r.zero, r.sealed, r.layout()};
   if (r.bytes - need >= kMinSplit) {
     t.bytes = need;
@@ -76,11 +93,11 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
 LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i)
-    if (!ranges_[i].zero && ranges_[i].base != last_sealed_ &&
-        (best == len_ || ranges_[i].bytes > ranges_[best].bytes))
+    if (!ranges()[i].zero && ranges()[i].base != last_sealed_ &&
+        (best == len_ || ranges()[i].bytes > ranges()[best].bytes))
       best = i;
   if (best == len_) return {};
-  const Range r = ranges_[best];
+  const Range r = ranges()[best];
   remove(best);
   release_draining(need - r.bytes);  // the pages past r's end are new
   auto* moved = static_cast<char*>(os::remap(r.base, r.bytes, need));
@@ -97,11 +114,11 @@ std::size_t LargeCache::best_fit(std::size_t need, bool want_zero) const noexcep
   const bool resident = !want_zero || os::page_scan_may_work();
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i) {
-    const Range& r = ranges_[i];
+    const Range& r = ranges()[i];
     // A draining range holds the pages its last block wrote: calloc would clear and keep them
     // (large_calloc: peak RSS 32 -> 44 MiB), where the purger is about to give them back.
     if (r.bytes < need || !may_serve(r, want_zero)) continue;
-    if (best == len_ || better(r, ranges_[best], resident)) best = i;
+    if (best == len_ || better(r, ranges()[best], resident)) best = i;
   }
   return best;
 }
@@ -117,15 +134,15 @@ LargeCache::Taken LargeCache::take_aligned(std::size_t need, std::size_t align, 
   };
   std::size_t best = len_;
   for (std::size_t i = 0; i < len_; ++i) {
-    const Range& r = ranges_[i];
+    const Range& r = ranges()[i];
     if (!may_serve(r, want_zero) || r.bytes < need ||
         std::size_t(start_in(r) - r.base) > r.bytes - need)
       continue;
-    if (best == len_ || better(r, ranges_[best], resident)) best = i;
+    if (best == len_ || better(r, ranges()[best], resident)) best = i;
   }
   last_sealed_ = nullptr;  // passed over once, as take() does
   if (best == len_) return {};
-  Range& r = ranges_[best];
+  Range& r = ranges()[best];
   char* const start = start_in(r);
   if (start != r.base) {  // the head stays cached as it was, a range of its own
     Range head = r;
@@ -133,7 +150,7 @@ LargeCache::Taken LargeCache::take_aligned(std::size_t need, std::size_t align, 
     r.base = start;
     r.bytes -= head.bytes;
     count_of(r) -= head.bytes;
-    if (len_ < kSlots)
+    if (len_ < cap() || grow_slots())
       append(head);
     else
       unmap_range(head.base, head.bytes, head.zero);
@@ -149,7 +166,7 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
   // peak RSS 373-376 MiB; grown from those, 325 MiB (jemalloc's 335), and malloc_large 550 ->
   // 510 MiB. calloc: fresh pages beat a memset of grown ones.
   Taken t;
-  if (!want_zero && (best == len_ || ranges_[best].zero)) {
+  if (!want_zero && (best == len_ || ranges()[best].zero)) {
     t = grow(need);
     if (t.base == nullptr) best = best_fit(need, want_zero);  // grow may release ranges
   }
@@ -161,7 +178,7 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
 LargeCache::Taken LargeCache::take_at(const char* at, std::size_t need) noexcept {
   if constexpr (kSecureBuild) return {};
   for (std::size_t i = 0; i < len_; ++i) {
-    const Range& r = ranges_[i];
+    const Range& r = ranges()[i];
     if (r.base != at) continue;
     if (r.sealed || r.draining || r.bytes < need) return {};
     return carve(i, need);
@@ -175,7 +192,7 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
   // Merge with a neighbour of the same kind: the range before it and the one after it. A merged
   // range ends as its last part does.
   for (std::size_t i = 0; i < len_; ++i) {
-    Range& r = ranges_[i];
+    Range& r = ranges()[i];
     if (r.zero != zero || r.sealed != sealed || r.draining) continue;
     if (r.base + r.bytes == base) {
       base = r.base;
@@ -190,7 +207,7 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
   // The next request passes over the range holding the block sealed now, wherever a merge with
   // the range before it put its start.
   if (sealed) last_sealed_ = base;
-  if (len_ == kSlots) release_oldest(Kind::kAny);
+  make_room();
   Range r{base, bytes, now, 0, zero, sealed, false, false};
   r.set_layout(layout);
   append(r);
@@ -199,13 +216,13 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
 }
 
 void LargeCache::put_draining(char* base, std::size_t bytes) noexcept {
-  if (len_ == kSlots) release_oldest(Kind::kAny);
+  make_room();
   append(Range{base, bytes, os::coarse_now_ns(), 0, false, false, false, true});
 }
 
 LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {
   for (std::size_t i = 0; i < len_; ++i) {
-    Range& r = ranges_[i];
+    Range& r = ranges()[i];
     if (!r.draining) continue;
     if (r.bytes <= most) {
       const Span s{r.base, r.bytes};
@@ -242,7 +259,7 @@ std::size_t LargeCache::purge_older_than(std::uint64_t age_ns, std::size_t live)
   const std::uint64_t now = os::coarse_now_ns();
   std::size_t purged = 0;
   for (std::size_t i = 0; i < len_;)
-    if (ranges_[i].draining || now - ranges_[i].since >= age_ns)
+    if (ranges()[i].draining || now - ranges()[i].since >= age_ns)
       purged += release(i);
     else
       ++i;

@@ -64,7 +64,17 @@ void unmap_range(char* base, std::size_t bytes, bool empty) noexcept;
 
 class LargeCache {
  public:
-  static constexpr std::size_t kSlots = 64;
+  LargeCache() = default;
+  LargeCache(const LargeCache&) = delete;  // one cache per arena
+  LargeCache& operator=(const LargeCache&) = delete;
+  // Ranges kept: kInlineSlots in the cache itself, then in a mapped array grown fourfold up to
+  // kMaxSlots; past that the oldest is released. With 64 slots and no more, a program holding
+  // more live large blocks than that, freed and reallocated at random, released the oldest
+  // range at nearly every free, as each free adds a range and a carve leaves one (200 live
+  // blocks of 300 KiB-1 MiB: 5.3 us a pair, mimalloc 0.87; 1,000: 11.7 us, mimalloc 1.6). Every
+  // scan stays linear: 0.82 and 1.75 us with 1,024 slots.
+  static constexpr std::size_t kInlineSlots = 64;
+  static constexpr std::size_t kMaxSlots = 4096;
   static constexpr std::size_t kMinBudget = std::size_t(64) << 20;  // resident bytes, at least
   // Resident bytes kept, as a multiple of the recent peak of live large bytes. At 1x, a program
   // touching its blocks sparsely (large_blocks: 1..8 MiB blocks written at both ends) had ranges
@@ -157,10 +167,10 @@ class LargeCache {
   }
 
   // Whether `p` lies in a cached range: memory of a large block freed and not reused since.
-  // Cost: a scan of at most kSlots ranges (error paths only).
+  // Cost: a scan of every cached range (error paths only).
   bool holds(const void* p) const noexcept {
     for (std::size_t i = 0; i < len_; ++i)
-      if (p >= ranges_[i].base && p < ranges_[i].base + ranges_[i].bytes) return true;
+      if (p >= ranges()[i].base && p < ranges()[i].base + ranges()[i].bytes) return true;
     return false;
   }
 
@@ -216,7 +226,19 @@ class LargeCache {
   Taken carve(std::size_t i, std::size_t need) noexcept;
   Taken grow(std::size_t need) noexcept;
 
-  Range ranges_[kSlots]{};
+  // A slot for one range more: the array grown (grow_slots), else the oldest range released.
+  void make_room() noexcept;
+  bool grow_slots() noexcept;
+
+  // The slots in use: first_, or grown_ once grown. Both members read zero at first, as the
+  // library's zero-filled data is laid out (large.cpp's arenas).
+  Range* ranges() noexcept { return grown_ != nullptr ? grown_ : first_; }
+  const Range* ranges() const noexcept { return grown_ != nullptr ? grown_ : first_; }
+  std::size_t cap() const noexcept { return grown_ != nullptr ? grown_cap_ : kInlineSlots; }
+
+  Range first_[kInlineSlots]{};
+  Range* grown_ = nullptr;
+  std::size_t grown_cap_ = 0;
   std::size_t len_ = 0;
   std::size_t resident_ = 0, zero_ = 0, draining_ = 0;
   std::size_t peak_live_ = 0;

@@ -129,6 +129,25 @@ TEST(LargeCache, TakeAlignedCarvesAtThePhaseAndKeepsTheHead) {
   ak::os::release(mapping, 12 * kMiB);
 }
 
+// The cache keeps a range per gap between live blocks, past its inline slots, up to kMaxSlots;
+// only then is the oldest released. (With 64 slots, a program holding more live large blocks
+// than that released a range at nearly every free.)
+TEST(LargeCache, KeepsThousandsOfRangesBeforeReleasingTheOldest) {
+  LargeCache c;
+  const std::size_t n = LargeCache::kMaxSlots + 1, page = 4096;
+  char* const mapping = written_mapping(2 * n * page, 'm');
+  for (std::size_t i = 0; i < n - 1; ++i) c.put(mapping + 2 * i * page, page, false);
+  EXPECT_EQ(c.bytes(), (n - 1) * page);  // every one kept, none merged
+  EXPECT_TRUE(c.holds(mapping));
+  EXPECT_TRUE(c.holds(mapping + 2 * (n - 2) * page));
+  c.put(mapping + 2 * (n - 1) * page, page, false);  // one past the slots: the oldest goes
+  EXPECT_EQ(c.bytes(), (n - 1) * page);
+  EXPECT_FALSE(c.holds(mapping));
+  EXPECT_TRUE(c.holds(mapping + 2 * page));
+  EXPECT_EQ(c.take(page, false).base != nullptr, true);
+  ak::os::release(mapping + page, 2 * n * page - page);  // the first page went with its range
+}
+
 TEST(LargeCache, GrowthMovesTheResidentPages) {
   LargeCache c;
   char* base = written_mapping(4 * kMiB, 'c');
@@ -460,6 +479,27 @@ TEST(LargeCache, AlignedBlocksReuseFreedRangesAtTheirAlignment) {
       REQUIRE(ak_malloc_usable_size(r) >= 900 * 1024, 7);
       ak_free(r);
     });
+}
+
+// 300 large blocks freed between 300 live ones are all cached, each a range of its own, and
+// handed out again without a mapping: the cache holds more ranges than its inline slots.
+TEST(LargeCache, HundredsOfFreedBlocksBetweenLiveOnesStayCached) {
+  ak::testing::in_fresh_process([] {
+    constexpr int kBlocks = 300;
+    constexpr std::size_t kBytes = 300 * 1024;
+    std::vector<char*> kept, freed;
+    for (int i = 0; i < kBlocks; ++i) {
+      freed.push_back(static_cast<char*>(ak_malloc(kBytes)));
+      kept.push_back(static_cast<char*>(ak_malloc(kBytes)));
+      freed.back()[0] = kept.back()[0] = 1;
+    }
+    for (char* p : freed) ak_free(p);
+    ak_stats s{};
+    ak_stats_get(&s);
+    REQUIRE(s.large_cached_bytes >= kBlocks * kBytes, 1);
+    ak_collect(1);
+    for (char* p : kept) ak_free(p);
+  });
 }
 
 // A block of kEmptyAtFree or more gives its pages back at free: they are not resident while
