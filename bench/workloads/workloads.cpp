@@ -148,6 +148,38 @@ void creeping_largest() {
   }
 }
 
+// Not in the table (a case, not a suite's model): blocks aligned to 64 bytes .. 2 MiB, each one to
+// three times its alignment, churned among 2,000 slots and written at both ends: buffers for
+// direct I/O, SIMD and huge pages, and allocators built on malloc that align their chunks.
+void aligned_blocks() {
+  std::mt19937_64 rng(11);
+  std::vector<void*> slots(2000, nullptr);
+  for (int i = 0, n = scaled(2'000'000); i < n; ++i) {
+    void*& p = slots[rng() % slots.size()];
+    std::free(p);
+    const std::size_t align = std::size_t(64) << (rng() % 16);
+    const std::size_t bytes = align * (1 + rng() % 3);
+    if (posix_memalign(&p, align, bytes) != 0) std::abort();
+    touch(p, bytes);
+  }
+  for (void* p : slots) std::free(p);
+}
+
+// Not in the table (a case): 1,000 live blocks of 1 KiB-1 MiB, freed and reallocated at random
+// and written at both ends, as a cache or a server holding many large buffers.
+void many_large_blocks() {
+  std::mt19937_64 rng(12);
+  std::vector<void*> slots(1000, nullptr);
+  for (int i = 0, n = scaled(1'000'000); i < n; ++i) {
+    void*& p = slots[rng() % slots.size()];
+    std::free(p);
+    const std::size_t bytes = 1024 + rng() % (std::size_t(1) << 20);
+    p = std::malloc(bytes);
+    touch(p, bytes);
+  }
+  for (void* p : slots) std::free(p);
+}
+
 // Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
 void realloc_growth() {
   for (int round = 0; round < 20; ++round) {
@@ -198,6 +230,8 @@ void register_classic(Registry& r) {
   r["large_blocks_dense"] = large_blocks_dense;
   r["realloc_growth"] = realloc_growth;
   r["creeping_largest"] = creeping_largest;
+  r["aligned_blocks"] = aligned_blocks;
+  r["many_large_blocks"] = many_large_blocks;
   r["large_calloc"] = large_calloc;
 }
 

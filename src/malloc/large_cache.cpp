@@ -1,6 +1,7 @@
-// The large-block page heap (large_cache.hpp). At most kMaxSlots ranges, scanned linearly: a large
-// allocation already costs microseconds, and a program has as many ranges as it has gaps between
-// its live large blocks.
+// The large-block page heap (large_cache.hpp). At most kMaxSlots ranges: up to kInlineSlots scanned
+// linearly (a large allocation already costs microseconds), past them found through an index
+// (range_index.hpp) for best fit and merges; the rarer walks (the oldest range, the largest, the
+// purge) stay linear.
 #include "malloc/large_cache.hpp"
 
 #include <algorithm>
@@ -16,13 +17,54 @@ void unmap_range(char* base, std::size_t bytes, bool empty) noexcept {
 }
 
 void LargeCache::append(const Range& r) noexcept {
+  if (index_ != nullptr) index_->add(std::uint32_t(len_), r.base, r.bytes, r.zero);
   ranges()[len_++] = r;
   count_of(r) += r.bytes;
 }
 
+// The last range takes slot i.
 void LargeCache::remove(std::size_t i) noexcept {
-  count_of(ranges()[i]) -= ranges()[i].bytes;
-  std::memmove(ranges() + i, ranges() + i + 1, (--len_ - i) * sizeof(Range));
+  Range* const rs = ranges();
+  count_of(rs[i]) -= rs[i].bytes;
+  const std::size_t last = --len_;
+  if (index_ != nullptr) {
+    index_->remove(std::uint32_t(i), rs[i].base, rs[i].bytes, rs[i].zero);
+    if (i != last) {
+      index_->remove(std::uint32_t(last), rs[last].base, rs[last].bytes, rs[last].zero);
+      index_->add(std::uint32_t(i), rs[last].base, rs[last].bytes, rs[last].zero);
+    }
+  }
+  rs[i] = rs[last];
+}
+
+void LargeCache::reshape(std::size_t i, char* base, std::size_t bytes) noexcept {
+  Range& r = ranges()[i];
+  if (index_ != nullptr) index_->remove(std::uint32_t(i), r.base, r.bytes, r.zero);
+  count_of(r) -= r.bytes;
+  r.base = base;
+  r.bytes = bytes;
+  count_of(r) += bytes;
+  if (index_ != nullptr) index_->add(std::uint32_t(i), r.base, r.bytes, r.zero);
+}
+
+std::size_t LargeCache::ending_at(const char* p) const noexcept {
+  if (index_ != nullptr) {
+    const std::uint32_t i = index_->ending_at(p);
+    return i == RangeIndex::kNone ? len_ : i;
+  }
+  for (std::size_t i = 0; i < len_; ++i)
+    if (ranges()[i].base + ranges()[i].bytes == p) return i;
+  return len_;
+}
+
+std::size_t LargeCache::starting_at(const char* p) const noexcept {
+  if (index_ != nullptr) {
+    const std::uint32_t i = index_->starting_at(p);
+    return i == RangeIndex::kNone ? len_ : i;
+  }
+  for (std::size_t i = 0; i < len_; ++i)
+    if (ranges()[i].base == p) return i;
+  return len_;
 }
 
 std::size_t LargeCache::release(std::size_t i) noexcept {
@@ -35,12 +77,15 @@ std::size_t LargeCache::release(std::size_t i) noexcept {
 bool LargeCache::grow_slots() noexcept {
   const std::size_t old_cap = cap(), new_cap = old_cap * 4;
   if (new_cap > kMaxSlots) return false;
-  auto* grown = static_cast<Range*>(os::map(new_cap * sizeof(Range), os::page_size()));
+  auto* grown = static_cast<Range*>(os::map(grown_bytes(new_cap), os::page_size()));
   if (grown == nullptr) return false;
   std::memcpy(static_cast<void*>(grown), ranges(), len_ * sizeof(Range));
-  if (grown_ != nullptr) os::release(grown_, old_cap * sizeof(Range));
+  if (grown_ != nullptr) os::release(grown_, grown_bytes(old_cap));
   grown_ = grown;
   grown_cap_ = new_cap;
+  index_ = RangeIndex::create(grown + new_cap, new_cap);
+  for (std::size_t i = 0; i < len_; ++i)
+    index_->add(std::uint32_t(i), grown[i].base, grown[i].bytes, grown[i].zero);
   return true;
 }
 
@@ -74,12 +119,11 @@ LargeCache::Taken LargeCache::carve(std::size_t i, std::size_t need) noexcept {
       const std::size_t open_from_end = t.layout.open_tail + guard;
       t.layout.open_tail = std::min(t.layout.open_tail, need - guard);
       r.set_layout(Layout{false, open_from_end > need ? open_from_end - need : 0});
+      reshape(i, r.base, r.bytes - need);
     } else {
       t.layout = Layout{};
-      r.base += need;
+      reshape(i, r.base + need, r.bytes - need);
     }
-    r.bytes -= need;
-    count_of(r) -= need;
   } else {
     remove(i);
   }
@@ -109,6 +153,7 @@ LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
 }
 
 std::size_t LargeCache::best_fit(std::size_t need, bool want_zero) const noexcept {
+  if (index_ != nullptr) return best_fit_indexed(need, want_zero);
   // Best fit, the preferred kind first: resident, but known zero for calloc where the kernel
   // cannot say which pages hold data (clear_resident_range).
   const bool resident = !want_zero || os::page_scan_may_work();
@@ -121,6 +166,27 @@ std::size_t LargeCache::best_fit(std::size_t need, bool want_zero) const noexcep
     if (best == len_ || better(r, ranges()[best], resident)) best = i;
   }
   return best;
+}
+
+// best_fit's choice from the size bins: of the preferred kind, the smallest range that holds
+// `need` and may serve in the first bin from need's that has one; then of the other kind. (The
+// first such range instead, a fit within a quarter: 2,000 live blocks of 1-3 MiB 0.9x the time,
+// 3,000 of 300 KiB-1 MiB 1.2x the time and peak RSS, their blocks less tightly packed.)
+std::size_t LargeCache::best_fit_indexed(std::size_t need, bool want_zero) const noexcept {
+  const bool resident = !want_zero || os::page_scan_may_work();
+  const Range* const rs = ranges();
+  for (const bool zero : {!resident, resident}) {
+    for (unsigned b = index_->next_bin(zero, RangeIndex::bin_of(need)); b < RangeIndex::kBins;
+         b = index_->next_bin(zero, b + 1)) {
+      std::size_t best = len_;
+      for (std::uint32_t i = index_->first(zero, b); i != RangeIndex::kNone; i = index_->next(i))
+        if (rs[i].bytes >= need && may_serve(rs[i], want_zero) &&
+            (best == len_ || rs[i].bytes < rs[best].bytes))
+          best = i;
+      if (best != len_) return best;
+    }
+  }
+  return len_;
 }
 
 LargeCache::Taken LargeCache::take_aligned(std::size_t need, std::size_t align, std::size_t lead,
@@ -147,9 +213,7 @@ LargeCache::Taken LargeCache::take_aligned(std::size_t need, std::size_t align, 
   if (start != r.base) {  // the head stays cached as it was, a range of its own
     Range head = r;
     head.bytes = std::size_t(start - r.base);
-    r.base = start;
-    r.bytes -= head.bytes;
-    count_of(r) -= head.bytes;
+    reshape(best, start, r.bytes - head.bytes);
     if (len_ < cap() || grow_slots())
       append(head);
     else
@@ -177,13 +241,11 @@ LargeCache::Taken LargeCache::take(std::size_t need, bool want_zero) noexcept {
 
 LargeCache::Taken LargeCache::take_at(const char* at, std::size_t need) noexcept {
   if constexpr (kSecureBuild) return {};
-  for (std::size_t i = 0; i < len_; ++i) {
-    const Range& r = ranges()[i];
-    if (r.base != at) continue;
-    if (r.sealed || r.draining || r.bytes < need) return {};
-    return carve(i, need);
-  }
-  return {};
+  const std::size_t i = starting_at(at);
+  if (i == len_) return {};
+  const Range& r = ranges()[i];
+  if (r.sealed || r.draining || r.bytes < need) return {};
+  return carve(i, need);
 }
 
 void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
@@ -191,18 +253,20 @@ void LargeCache::put(char* base, std::size_t bytes, bool zero, bool sealed,
   const std::uint64_t now = os::coarse_now_ns();
   // Merge with a neighbour of the same kind: the range before it and the one after it. A merged
   // range ends as its last part does.
-  for (std::size_t i = 0; i < len_; ++i) {
-    Range& r = ranges()[i];
-    if (r.zero != zero || r.sealed != sealed || r.draining) continue;
-    if (r.base + r.bytes == base) {
-      base = r.base;
-      bytes += r.bytes;
-      remove(i--);
-    } else if (base + bytes == r.base) {
-      bytes += r.bytes;
-      layout = r.layout();
-      remove(i--);
-    }
+  auto same_kind = [&](std::size_t i) {
+    if (i == len_) return false;
+    const Range& r = ranges()[i];
+    return r.zero == zero && r.sealed == sealed && !r.draining;
+  };
+  if (const std::size_t i = ending_at(base); same_kind(i)) {
+    base = ranges()[i].base;
+    bytes += ranges()[i].bytes;
+    remove(i);
+  }
+  if (const std::size_t i = starting_at(base + bytes); same_kind(i)) {
+    bytes += ranges()[i].bytes;
+    layout = ranges()[i].layout();
+    remove(i);
   }
   // The next request passes over the range holding the block sealed now, wherever a merge with
   // the range before it put its start.
@@ -229,8 +293,7 @@ LargeCache::Span LargeCache::pop_draining(std::size_t most) noexcept {
       remove(i);
       return s;
     }
-    r.bytes -= most;
-    draining_ -= most;
+    reshape(i, r.base, r.bytes - most);
     return Span{r.base + r.bytes, most};
   }
   return {};

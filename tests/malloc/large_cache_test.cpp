@@ -148,6 +148,29 @@ TEST(LargeCache, KeepsThousandsOfRangesBeforeReleasingTheOldest) {
   ak::os::release(mapping + page, 2 * n * page - page);  // the first page went with its range
 }
 
+// Past its inline slots the cache finds neighbours and fits through its index: a range freed
+// between two cached ones merges with both, the best fit of a size is the one range that holds
+// it, and take_at finds the range starting at an address.
+TEST(LargeCache, PastItsInlineSlotsMergesAndFitsThroughItsIndex) {
+  LargeCache c;
+  constexpr std::size_t kPage = 4096, kRanges = 2 * LargeCache::kInlineSlots;
+  char* const mapping = written_mapping(2 * kRanges * kPage, 'i');
+  for (std::size_t i = 0; i < kRanges; ++i) c.put(mapping + 2 * i * kPage, kPage, false);
+  c.put(mapping + 11 * kPage, kPage, false);  // between the ranges at pages 10 and 12
+  EXPECT_EQ(c.bytes(), (kRanges + 1) * kPage);
+  const LargeCache::Taken t = c.take(3 * kPage, false);
+  EXPECT_EQ(t.base, mapping + 10 * kPage);
+  EXPECT_EQ(t.bytes, 3 * kPage);
+  if (!ak::kSecureBuild) {
+    const LargeCache::Taken u = c.take_at(mapping + 20 * kPage, kPage);
+    EXPECT_EQ(u.base, mapping + 20 * kPage);
+    EXPECT_EQ(c.take_at(mapping + 21 * kPage, kPage).base, nullptr);  // no range starts there
+  }
+  EXPECT_FALSE(c.holds(mapping + 10 * kPage));
+  EXPECT_TRUE(c.holds(mapping + 14 * kPage));
+  ak::os::release(mapping, 2 * kRanges * kPage);
+}
+
 TEST(LargeCache, GrowthMovesTheResidentPages) {
   LargeCache c;
   char* base = written_mapping(4 * kMiB, 'c');
