@@ -148,36 +148,42 @@ void creeping_largest() {
   }
 }
 
-// Not in the table (a case, not a suite's model): blocks aligned to 64 bytes .. 2 MiB, each one to
-// three times its alignment, churned among 2,000 slots and written at both ends: buffers for
-// direct I/O, SIMD and huge pages, and allocators built on malloc that align their chunks.
-void aligned_blocks() {
-  std::mt19937_64 rng(11);
-  std::vector<void*> slots(2000, nullptr);
-  for (int i = 0, n = scaled(2'000'000); i < n; ++i) {
-    void*& p = slots[rng() % slots.size()];
+// `rounds` times, a slot of `slots` chosen at random is freed and given `take(rng, &bytes)`'s new
+// block, written at both ends; every slot is freed at the end.
+template <class Take>
+void churn_slots(std::size_t slots, int rounds, std::uint64_t seed, Take take) {
+  std::mt19937_64 rng(seed);
+  std::vector<void*> live(slots, nullptr);
+  for (int i = 0; i < rounds; ++i) {
+    void*& p = live[rng() % live.size()];
     std::free(p);
-    const std::size_t align = std::size_t(64) << (rng() % 16);
-    const std::size_t bytes = align * (1 + rng() % 3);
-    if (posix_memalign(&p, align, bytes) != 0) std::abort();
+    std::size_t bytes = 0;
+    p = take(rng, &bytes);
     touch(p, bytes);
   }
-  for (void* p : slots) std::free(p);
+  for (void* p : live) std::free(p);
 }
 
-// Not in the table (a case): 1,000 live blocks of 1 KiB-1 MiB, freed and reallocated at random
-// and written at both ends, as a cache or a server holding many large buffers.
+// Not in the table (a case, not a suite's model): blocks aligned to 64 bytes .. 2 MiB, each one to
+// three times its alignment, churned among 2,000 slots: buffers for direct I/O, SIMD and huge
+// pages, and allocators built on malloc that align their chunks.
+void aligned_blocks() {
+  churn_slots(2000, scaled(2'000'000), 11, [](std::mt19937_64& rng, std::size_t* bytes) {
+    const std::size_t align = std::size_t(64) << (rng() % 16);
+    *bytes = align * (1 + rng() % 3);
+    void* p = nullptr;
+    if (posix_memalign(&p, align, *bytes) != 0) std::abort();
+    return p;
+  });
+}
+
+// Not in the table (a case): 1,000 live blocks of 1 KiB-1 MiB, freed and reallocated at random, as
+// a cache or a server holding many large buffers.
 void many_large_blocks() {
-  std::mt19937_64 rng(12);
-  std::vector<void*> slots(1000, nullptr);
-  for (int i = 0, n = scaled(1'000'000); i < n; ++i) {
-    void*& p = slots[rng() % slots.size()];
-    std::free(p);
-    const std::size_t bytes = 1024 + rng() % (std::size_t(1) << 20);
-    p = std::malloc(bytes);
-    touch(p, bytes);
-  }
-  for (void* p : slots) std::free(p);
+  churn_slots(1000, scaled(1'000'000), 12, [](std::mt19937_64& rng, std::size_t* bytes) {
+    *bytes = 1024 + rng() % (std::size_t(1) << 20);
+    return std::malloc(*bytes);
+  });
 }
 
 // Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
