@@ -190,7 +190,13 @@ Supply& supply_of(const Slab* slab) {
 // slabs changed class more often, 13.1 MiB, and 10.1 with the emptying. Small slabs (each pair of
 // thread_churn's threads sends all of theirs back to the cache as it ends): thread_churn 7.0 ->
 // 5.5 MiB at 1.08x the time (affinity alone: 6.9 MiB, 0.94x; the emptying alone, 5.2 MiB, 3.5x),
-// rptest 34.4 -> 25.5 MiB at 1.03x, mstress 9.9 -> 8.6 MiB. The scan covers 128: a pair of
+// rptest 34.4 -> 25.5 MiB at 1.03x, mstress 9.9 -> 8.6 MiB. A medium slab at least half resident
+// is not emptied: its pages are written again as the new class's blocks are (a program building
+// strings by appends up to 64 KiB, whose slabs changed class as strings grew and restarted,
+// emptied 62 MiB and faulted it back in: 0.10 s and 35.5 MiB peak RSS, now 0.069 s and 39 MiB;
+// mimalloc 0.047 s and 19 MiB, tcmalloc 0.063 and 46; mstress and rptest unchanged: their
+// medium blocks are written in their first bytes). The residency is one mincore of the slab,
+// about as much as emptying a tenth of it costs. The scan covers 128: a pair of
 // thread_churn's threads caches some 80 slabs as it ends, so with 32 the next pair found its
 // class among the last thread's slabs only, and a slab changed class (emptied, its pages faulted
 // back) on most acquires; 128 ran it 0.88x the time at the same peak RSS. Cost: at most 128
@@ -237,9 +243,10 @@ void* slab_acquire(bool medium, bool* zeroed, unsigned cls) noexcept {
       *zeroed = true;
     }
   }
-  if (other_class) {
+  if (other_class && !(medium && 2 * os::resident_bytes(slab, s.slab_size) >= s.slab_size)) {
     // Its old blocks' pages would stay resident beside the new class's (see kAffinityScan):
     // emptied (outside the lock), it is zero, and its never-used blocks are handed out untouched.
+    // A medium slab at least half resident keeps its pages for the new class to write over.
     os::decommit(slab, s.slab_size);
     *zeroed = true;
   }

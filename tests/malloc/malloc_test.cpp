@@ -416,6 +416,40 @@ TEST(Malloc, AMediumSlabHandedToAnotherClassIsEmptiedFirst) {
   });
 }
 
+// A medium slab mostly resident keeps its pages when another class takes it: the new class's
+// blocks are written over them (a program building strings by appends up to 64 KiB, its slabs
+// changing class as the strings grow and restart, emptied 62 MiB and faulted it back: 0.10 s,
+// now 0.069; mimalloc 0.047).
+TEST(Malloc, AMostlyResidentMediumSlabHandedToAnotherClassKeepsItsPages) {
+  if (ak::kDebugBuild) GTEST_SKIP() << "checked (debug) slabs carve blocks by linking them";
+  constexpr std::size_t kBlock = 40 << 10;
+  const std::size_t per_slab = (ak::detail::kMediumSlabSize - 4096) / kBlock;
+  ak::testing::in_fresh_process([per_slab] {
+    char* first = nullptr;
+    std::thread([&] {
+      std::vector<char*> blocks;
+      for (std::size_t i = 0; i < per_slab; ++i) {
+        blocks.push_back(static_cast<char*>(ak_malloc(kBlock)));
+        REQUIRE(blocks.back() != nullptr, 2);
+        std::memset(blocks.back(), 1, kBlock);
+      }
+      first = blocks.front();
+      for (char* b : blocks) REQUIRE(medium_slab_index(b) == medium_slab_index(first), 3);
+      for (char* b : blocks) ak_free(b);
+    }).join();  // the slab, written whole, empty at the thread's exit: cached resident
+    std::thread([&] {
+      char* other = static_cast<char*>(ak_malloc(200 << 10));  // another class: the cached slab
+      REQUIRE(other != nullptr && medium_slab_index(other) == medium_slab_index(first), 4);
+      std::vector<unsigned char> pages(per_slab * kBlock / 4096);
+      REQUIRE(mincore(first, per_slab * kBlock, pages.data()) == 0, 5);
+      std::size_t resident = 0;
+      for (unsigned char page : pages) resident += page & 1;
+      REQUIRE(resident == pages.size(), 6);
+      ak_free(other);
+    }).join();
+  });
+}
+
 // A bin never holds more than its limit, down to a medium class's bin of one block. A thread that
 // frees another thread's blocks, allocating none, has its bin at its start limit (one block); its
 // first overflow doubles it, and its overflows after halve it back to one after a long run of
