@@ -102,9 +102,12 @@ TEST(LargeCache, TakeAtCarvesTheOpenRangeStartingThere) {
 
 // take_aligned carves a block whose start plus its lead is aligned, from the best range that
 // holds one: the bytes before it stay cached as a range of their own, those after it as the rest.
-TEST(LargeCache, TakeAlignedCarvesAtThePhaseAndKeepsTheHead) {
-  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build maps aligned blocks fresh";
+// With `fillers` one-page ranges cached first (past the inline slots: the index's path).
+void take_aligned_carves_at_the_phase(std::size_t fillers) {
   LargeCache c;
+  char* const filler_pages = written_mapping(2 * fillers * 4096 + 4096, 'f');
+  for (std::size_t i = 0; i < fillers; ++i) c.put(filler_pages + 2 * i * 4096, 4096, false);
+  const std::size_t filler_bytes = fillers * 4096;
   char* const mapping = written_mapping(12 * kMiB, 'k');
   // Ranges inside, a 2 MiB-aligned: [a + 4 KiB, a + 3 MiB - 4 KiB) and [a + 4 MiB, a + 8 MiB).
   char* const a = reinterpret_cast<char*>(
@@ -117,7 +120,7 @@ TEST(LargeCache, TakeAlignedCarvesAtThePhaseAndKeepsTheHead) {
   const LargeCache::Taken t = c.take_aligned(kMiB + 4096, 2 * kMiB, 4096, false);
   EXPECT_EQ(t.base, a + 6 * kMiB - 4096);
   EXPECT_EQ(t.bytes, kMiB + 4096);
-  EXPECT_EQ(c.bytes(), 7 * kMiB - 8192 - (kMiB + 4096));
+  EXPECT_EQ(c.bytes(), filler_bytes + 7 * kMiB - 8192 - (kMiB + 4096));
   EXPECT_TRUE(c.holds(a + 4 * kMiB));          // the head, cached
   EXPECT_TRUE(c.holds(a + 6 * kMiB - 8192));   // its last page
   EXPECT_FALSE(c.holds(a + 6 * kMiB - 4096));  // the block
@@ -127,6 +130,13 @@ TEST(LargeCache, TakeAlignedCarvesAtThePhaseAndKeepsTheHead) {
   EXPECT_EQ(u.base, a + 2 * kMiB - 4096);
   EXPECT_EQ(c.take_aligned(4 * kMiB, 2 * kMiB, 4096, false).base, nullptr);  // none holds it
   ak::os::release(mapping, 12 * kMiB);
+  ak::os::release(filler_pages, 2 * fillers * 4096 + 4096);
+}
+
+TEST(LargeCache, TakeAlignedCarvesAtThePhaseAndKeepsTheHead) {
+  if (ak::kSecureBuild) GTEST_SKIP() << "the secure build maps aligned blocks fresh";
+  take_aligned_carves_at_the_phase(0);
+  take_aligned_carves_at_the_phase(2 * LargeCache::kInlineSlots);  // through the index
 }
 
 // The cache keeps a range per gap between live blocks, past its inline slots, up to kMaxSlots;
