@@ -152,23 +152,33 @@ LargeCache::Taken LargeCache::grow(std::size_t need) noexcept {
   return Taken{moved, need, false, r.sealed, {}};
 }
 
-// best_fit's choice from the size bins: of the preferred kind, the smallest range that holds
-// `need` and may serve in the first bin from need's that has one; then of the other kind. (The
-// first such range instead, a fit within a quarter: 2,000 live blocks of 1-3 MiB 0.9x the time,
-// 3,000 of 300 KiB-1 MiB 1.2x the time and peak RSS, their blocks less tightly packed.)
+// Best fit, the preferred kind first: resident, but known zero for calloc where the kernel
+// cannot say which pages hold data (clear_resident_range); then the smallest. Past the inline
+// slots, from the size bins: of the preferred kind, the smallest range of the first bin from
+// need's that holds one; then of the other kind. (The first such range instead, a fit within a
+// quarter: 2,000 live blocks of 1-3 MiB 0.9x the time, 3,000 of 300 KiB-1 MiB 1.2x the time and
+// peak RSS, their blocks less tightly packed.)
 template <class Fits>
-std::size_t LargeCache::best_fit_indexed(std::size_t need, bool want_zero,
-                                         Fits fits) const noexcept {
+std::size_t LargeCache::best_fit_where(std::size_t need, bool want_zero, Fits fits) const noexcept {
   const bool resident = !want_zero || os::page_scan_may_work();
   const Range* const rs = ranges();
+  // A draining range holds the pages its last block wrote: calloc would clear and keep them
+  // (large_calloc: peak RSS 32 -> 44 MiB), where the purger is about to give them back.
+  auto serves = [&](const Range& r) {
+    return r.bytes >= need && may_serve(r, want_zero) && fits(r);
+  };
+  if (index_ == nullptr) {
+    std::size_t best = len_;
+    for (std::size_t i = 0; i < len_; ++i)
+      if (serves(rs[i]) && (best == len_ || better(rs[i], rs[best], resident))) best = i;
+    return best;
+  }
   for (const bool zero : {!resident, resident}) {
     for (unsigned b = index_->next_bin(zero, RangeIndex::bin_of(need)); b < RangeIndex::kBins;
          b = index_->next_bin(zero, b + 1)) {
       std::size_t best = len_;
       for (std::uint32_t i = index_->first(zero, b); i != RangeIndex::kNone; i = index_->next(i))
-        if (rs[i].bytes >= need && may_serve(rs[i], want_zero) && fits(rs[i]) &&
-            (best == len_ || rs[i].bytes < rs[best].bytes))
-          best = i;
+        if (serves(rs[i]) && (best == len_ || rs[i].bytes < rs[best].bytes)) best = i;
       if (best != len_) return best;
     }
   }
@@ -176,42 +186,21 @@ std::size_t LargeCache::best_fit_indexed(std::size_t need, bool want_zero,
 }
 
 std::size_t LargeCache::best_fit(std::size_t need, bool want_zero) const noexcept {
-  if (index_ != nullptr)
-    return best_fit_indexed(need, want_zero, [](const Range&) { return true; });
-  // Best fit, the preferred kind first: resident, but known zero for calloc where the kernel
-  // cannot say which pages hold data (clear_resident_range).
-  const bool resident = !want_zero || os::page_scan_may_work();
-  std::size_t best = len_;
-  for (std::size_t i = 0; i < len_; ++i) {
-    const Range& r = ranges()[i];
-    // A draining range holds the pages its last block wrote: calloc would clear and keep them
-    // (large_calloc: peak RSS 32 -> 44 MiB), where the purger is about to give them back.
-    if (r.bytes < need || !may_serve(r, want_zero)) continue;
-    if (best == len_ || better(r, ranges()[best], resident)) best = i;
-  }
-  return best;
+  return best_fit_where(need, want_zero, [](const Range&) { return true; });
 }
 
 LargeCache::Taken LargeCache::take_aligned(std::size_t need, std::size_t align, std::size_t lead,
                                            bool want_zero) noexcept {
   if constexpr (kCarveFromEnd) return {};
-  const bool resident = !want_zero || os::page_scan_may_work();
   // Where range r's block would start: the first address whose sum with `lead` is aligned.
   auto start_in = [&](const Range& r) {
     return reinterpret_cast<char*>(
         ((reinterpret_cast<std::uintptr_t>(r.base) + lead + align - 1) & ~(align - 1)) - lead);
   };
-  auto fits = [&](const Range& r) { return std::size_t(start_in(r) - r.base) <= r.bytes - need; };
-  std::size_t best = len_;
-  if (index_ != nullptr) {
-    best = best_fit_indexed(need, want_zero, fits);
-  } else {
-    for (std::size_t i = 0; i < len_; ++i) {
-      const Range& r = ranges()[i];
-      if (!may_serve(r, want_zero) || r.bytes < need || !fits(r)) continue;
-      if (best == len_ || better(r, ranges()[best], resident)) best = i;
-    }
-  }
+  // Called for ranges of `need` bytes or more only (best_fit_where), so the subtraction holds.
+  const std::size_t best = best_fit_where(need, want_zero, [&](const Range& r) {
+    return std::size_t(start_in(r) - r.base) <= r.bytes - need;
+  });
   last_sealed_ = nullptr;  // passed over once, as take() does
   if (best == len_) return {};
   Range& r = ranges()[best];

@@ -237,10 +237,10 @@ class LargeCache {
   }
   // Range i's start and size become `base` and `bytes` (its kind's count and the index follow).
   void reshape(std::size_t i, char* base, std::size_t bytes) noexcept;
-  // The index's best fit (best_fit) of `need` bytes among the ranges for which `fits` holds too.
+  // best_fit among the ranges for which `fits` holds too (take_aligned: an aligned start fits).
   template <class Fits>
-  std::size_t best_fit_indexed(std::size_t need, bool want_zero, Fits fits) const noexcept;
-  // The range before [base, base+bytes) and the one after it, or len_ (merges).
+  std::size_t best_fit_where(std::size_t need, bool want_zero, Fits fits) const noexcept;
+  // The range ending at `p`, the range starting at `p`; len_ when none does (merges, take_at).
   std::size_t ending_at(const char* p) const noexcept;
   std::size_t starting_at(const char* p) const noexcept;
 

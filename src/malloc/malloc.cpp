@@ -106,7 +106,7 @@ constexpr std::size_t kMaxMediumAlign = medium_class_align(kHeapClasses - 1);
 static_assert(kSecureBuild || kMaxMediumAlign == kMaxMediumSize);
 
 // of[k][c - kClassCount]: the smallest medium class at or above medium class `c` whose blocks are
-// aligned to 2^(k+12) (a page .. kMaxMediumAlign), or kHeapClasses when none is.
+// aligned to 2^(k+12) (a page .. kMaxMediumAlign); the largest class always is.
 struct AlignedMediumClasses {
   static constexpr unsigned kAligns = std::countr_zero(kMaxMediumAlign) - 11;
   std::uint8_t of[kAligns][kHeapClasses - kClassCount];
@@ -124,7 +124,7 @@ constexpr AlignedMediumClasses make_aligned_medium_classes() {
 constexpr AlignedMediumClasses kAlignedMediumClasses = make_aligned_medium_classes();
 
 // The medium class serving `size` bytes (at most kMaxMediumSize) at alignment `align` (at most
-// kMaxMediumAlign), or kHeapClasses when none does.
+// kMaxMediumAlign): there always is one, the largest class aligned to kMaxMediumAlign.
 constexpr unsigned medium_class_for(std::size_t size, std::size_t align) {
   const unsigned c = class_of(std::max(size, kMaxPooledSize + 1));
   return align <= kMediumDataOffset
@@ -284,9 +284,10 @@ inline unsigned pooled_class(std::size_t size, std::size_t align) {
   // A small request aligned past the small classes' alignment takes a medium block: up to a page,
   // any class's (a larger class's free block, pool_medium_class); past it, one of a class
   // aligned to it.
-  if (size <= kMaxMediumSize && align <= kMediumDataOffset)
-    return pool_medium_class(class_of(std::max(size, kMaxPooledSize + 1)));
-  if (size <= kMaxMediumSize && align <= kMaxMediumAlign) return medium_class_for(size, align);
+  if (size <= kMaxMediumSize && align <= kMaxMediumAlign) {
+    const unsigned cls = medium_class_for(size, align);
+    return align <= kMediumDataOffset ? pool_medium_class(cls) : cls;
+  }
   return kHeapClasses;
 }
 
@@ -600,9 +601,7 @@ void* aligned_any(std::size_t align, std::size_t size) {
       // The class of the size (of a medium one at least), as malloc_slow pops, or of a larger
       // size aligned further. Page-aligned blocks of 4-64 KiB churning among 256 slots: 171 ->
       // 125 instructions a pair (tcmalloc 113; the time within noise: the rest is memory).
-      const unsigned cls = medium_class_for(size, align);
-      if (cls < kHeapClasses)
-        if (void* p = pop_medium(cls)) return p;
+      if (void* p = pop_medium(medium_class_for(size, align))) return p;
     }
   }
   bool zeroed;
