@@ -625,6 +625,7 @@ __attribute__((constructor)) void init_at_load() {
   note_load_time();
   install_fork_handlers();
   slab_source_on_cache(start_background_purge);
+  pool_on_abandon(start_background_purge_at_exit);
   const Options& o = options();
   slab_source_set_purge_delay(o.purge_delay_ms * 1'000'000);
   if (o.verbose)

@@ -39,6 +39,13 @@ inline bool background_purge_wanted() noexcept {
   return g_purge_start_wanted.load(std::memory_order_relaxed);
 }
 void start_wanted_background_purge() noexcept;
+// Called at the exit of a thread whose heap keeps `live_bytes` of live blocks (pool_on_abandon):
+// blocks other threads may free later, which only the purger sorts back into their slabs and
+// returns when the process goes idle (a thread's workers fill a cache, exit, and the main thread
+// empties it: 950 MiB stayed resident for good). Starts the purger, past kWorthAThreadBytes, as
+// start_background_purge does; also a start that waits for an allocation (a thread's exit holds
+// no lock of glibc's that creating a thread takes).
+void start_background_purge_at_exit(std::size_t live_bytes) noexcept;
 // Whether the background purger runs in this process (never in a forked child). One load.
 bool background_purge_running() noexcept;
 // Wakes the background purger to release the large blocks' draining ranges (large_drain).

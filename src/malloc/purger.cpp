@@ -71,6 +71,12 @@ void purger_main() {
   }
 }
 
+// Bytes a process must have cached (or left in an exited thread's heap) before the purger is
+// worth its thread.
+std::size_t worth_a_thread() noexcept {
+  return os::coarse_now_ns() - g_load_ns < kYoungNs ? kEagerBytes : kWorthAThreadBytes;
+}
+
 void forget_purger_in_child() {
   g_running.store(false, std::memory_order_relaxed);
 }
@@ -92,9 +98,8 @@ void note_load_time() noexcept {
 
 void start_background_purge(std::size_t bytes) noexcept {
   if (g_started.load(std::memory_order_relaxed) || !options().background_purge) return;
-  const std::size_t worth =
-      os::coarse_now_ns() - g_load_ns < kYoungNs ? kEagerBytes : kWorthAThreadBytes;
-  if (g_cached_before_start.fetch_add(bytes, std::memory_order_relaxed) + bytes < worth) return;
+  if (g_cached_before_start.fetch_add(bytes, std::memory_order_relaxed) + bytes < worth_a_thread())
+    return;
   start_background_purge_now();
 }
 
@@ -130,6 +135,11 @@ void start_background_purge_now() noexcept {
 
 void start_wanted_background_purge() noexcept {
   if (g_purge_start_wanted.exchange(false, std::memory_order_relaxed)) create_purger();
+}
+
+void start_background_purge_at_exit(std::size_t live_bytes) noexcept {
+  if (live_bytes >= worth_a_thread()) g_purge_start_wanted.store(true, std::memory_order_relaxed);
+  start_wanted_background_purge();
 }
 
 }  // namespace ak::detail

@@ -42,6 +42,13 @@ std::uint32_t pool_bin_limit(unsigned cls) noexcept;
 // heaps of exited threads back into their slabs, retiring the slabs that empty, so their memory can
 // go back to the OS before a new thread adopts the heap.
 void pool_settle_remote() noexcept;
+// Effects: `hook` hears of each thread that exits while its heap holds live blocks, with their
+// bytes: blocks other threads may free into that heap, which only pool_settle_remote (a trim,
+// liballockit's purger) or a thread adopting the heap sorts back into their slabs. It runs at the
+// thread's exit, holding no lock of the pools' or glibc's (a thread may be created there). Set
+// once, before any thread exists. Returns: the hook it replaces.
+using AbandonHook = void (*)(std::size_t live_bytes);
+AbandonHook pool_on_abandon(AbandonHook hook) noexcept;
 // The medium class to serve a request of medium class `cls` from: `cls`, unless this thread has
 // no free block of it at hand (bin, current slab, other slabs) and its bin of a larger class of
 // at most twice the size has one: then that class, whose free block is resident already, where a

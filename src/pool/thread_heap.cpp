@@ -4,6 +4,7 @@
 // heap_internal.hpp. Invariants: include/allockit/detail/shared_pool.hpp.
 #include <algorithm>
 #include <new>
+#include <utility>
 
 #include "core/core.hpp"
 #include "os/os.hpp"
@@ -42,6 +43,7 @@ AK_EARLY_DATA Heap* g_abandoned = nullptr;
 AK_EARLY_DATA char* g_heap_chunk = nullptr;
 AK_EARLY_DATA std::size_t g_heap_chunk_left = 0;
 AK_EARLY_DATA std::size_t g_heap_count = 0;
+AK_EARLY_DATA AbandonHook g_on_abandon = nullptr;  // set once at load
 
 void on_thread_exit(void* heap);
 
@@ -225,7 +227,19 @@ Heap* acquire_heap() {
   return h;
 }
 
-void abandon_heap(Heap* h) {
+// The bytes of live blocks in h's slabs (listed ones: abandon_heap has put the current ones on
+// the lists), which other threads may free into h after its thread exits.
+std::size_t live_bytes(const Heap* h) {
+  std::size_t bytes = 0;
+  for (unsigned cls = 0; cls < kHeapClasses; ++cls)
+    for (const Slab* list : {h->avail[cls], h->full[cls]})
+      for (const Slab* s = list; s != nullptr; s = s->next)
+        bytes += std::size_t(s->used) * s->block_size;
+  return bytes;
+}
+
+// Returns: the bytes of live blocks h keeps (live_bytes).
+std::size_t abandon_heap(Heap* h) {
   const PoolCall name("thread exit");
   empty_bins(h, "thread exit");
   flush_outgoing(h);
@@ -242,15 +256,18 @@ void abandon_heap(Heap* h) {
       mark_full(h, s);
     }
   }
+  const std::size_t live = live_bytes(h);
   g_live_heaps.fetch_sub(1, std::memory_order_relaxed);
   os::LockGuard guard(g_heaps_lock);
   h->next_abandoned = g_abandoned;
   g_abandoned = h;
+  return live;
 }
 
 void on_thread_exit(void* heap) {
   tl_heap = const_cast<Heap*>(&g_empty_heap);  // later frees in this thread take the remote path
-  abandon_heap(static_cast<Heap*>(heap));
+  const std::size_t live = abandon_heap(static_cast<Heap*>(heap));
+  if (live != 0 && g_on_abandon) g_on_abandon(live);
 }
 
 // The bin of class `cls` is empty: a block from the current slab, or, after taking remote frees
@@ -458,6 +475,10 @@ void pool_settle_remote() noexcept {
     for (Heap* h = g_abandoned; h; h = h->next_abandoned) collect_remote(h);
   }
   slab_source_report_cached();  // the heaps are whole again and their lock free (slab_source.hpp)
+}
+
+AbandonHook pool_on_abandon(AbandonHook hook) noexcept {
+  return std::exchange(g_on_abandon, hook);
 }
 
 void heaps_lock() noexcept {

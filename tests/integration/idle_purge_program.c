@@ -1,10 +1,13 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
-   Usage: idle_purge_program SECONDS -> exit 0 if RSS fell by 40 MiB within SECONDS, else 1;
+   Usage: idle_purge_program SECONDS [threads] -> exit 0 if RSS fell by 40 MiB within SECONDS,
+            else 1; with `threads`, two threads fill 32 MiB each and exit before the main thread
+            frees every block (into the heaps those threads left);
           idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
    has, prints the purge thread's nice value, if that thread exists. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +81,30 @@ static int young_big_free(void) {
   return 1;
 }
 
+enum { kBlocks = 64 * 1024 };
+static void* blocks[kBlocks];
+
+/* Fills blocks[half * kBlocks / 2 ...] (a thread's start routine). */
+static void* fill_half(void* half) {
+  const int first = (int)(long)half * (kBlocks / 2);
+  for (int i = first; i < first + kBlocks / 2; ++i) {
+    blocks[i] = malloc(1000);
+    memset(blocks[i], 1, 1000);
+  }
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "young") == 0) return young_big_free();
   double seconds = argc > 1 ? atof(argv[1]) : 10;
-  enum { kBlocks = 64 * 1024 };
-  static void* blocks[kBlocks];
-  for (int i = 0; i < kBlocks; ++i) {
-    blocks[i] = malloc(1000);
-    memset(blocks[i], 1, 1000);
+  if (argc > 2 && strcmp(argv[2], "threads") == 0) {
+    pthread_t t[2];
+    for (long i = 0; i < 2; ++i)
+      if (pthread_create(&t[i], NULL, fill_half, (void*)i) != 0) return 2;
+    for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  } else {
+    fill_half((void*)0L);
+    fill_half((void*)1L);
   }
   long peak = rss_kib();
   for (int i = 0; i < kBlocks; ++i) free(blocks[i]);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # liballockit's ALLOCKIT_* options under LD_PRELOAD: idle memory goes back to the OS after the
 # purge delay with the background purge (a thread named allockit-purge at nice 19, started at
-# once by a free that empties a big block itself) and stays without it; ALLOCKIT_STATS prints at
+# once by a free that empties a big block itself, or by the exit of a thread whose heap keeps
+# blocks) and stays without it; ALLOCKIT_STATS prints at
 # exit; a bad value is reported and ignored.
 # Usage: options_test.sh LIBALLOCKIT_SO IDLE_PURGE_PROGRAM
 set -euo pipefail
@@ -11,6 +12,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 echo "== idle memory returns within the delay (100 ms) with the background purge"
 out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20) || fail "memory not returned while idle: $out"
+echo "$out"
+echo "== and so does memory left in the heaps of exited threads, freed by the main thread"
+out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20 threads) ||
+  fail "exited threads' memory not returned while idle: $out"
 echo "$out"
 echo "== the purge thread is named and runs at nice 19 (so waking it never preempts the program)"
 grep -qx "thread allockit-purge nice 19" <<<"$out" || fail "no allockit-purge thread at nice 19: $out"
@@ -24,6 +29,10 @@ fi
 echo "== and stays without it (negative control)"
 if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5; then
   fail "memory returned without the background purge: the test would prove nothing"
+fi
+
+if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5 threads; then
+  fail "exited threads' memory returned without the background purge: the test would prove nothing"
 fi
 
 echo "== ALLOCKIT_STATS=1 prints stats at exit"

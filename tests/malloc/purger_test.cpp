@@ -2,6 +2,7 @@
 // (a threadsafe death test re-executes the binary), where none runs yet.
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -46,6 +47,22 @@ TEST(BackgroundPurge, AThreadedProcessStartsItAtTheNextAllocationNotInTheFree) {
     void* p = ak_malloc(300'000);  // past the medium classes: malloc's slow path
     REQUIRE(background_purge_running(), 11);
     ak_free(p);
+  });
+}
+
+// A thread that exits with blocks in its heap leaves them where only the purger sorts frees back
+// into their slabs (another thread may free them): its exit starts it, if they are worth a thread
+// (16 MiB in a process this young), and a thread leaving less does not.
+TEST(BackgroundPurge, AThreadExitingWithLiveBlocksStartsIt) {
+  in_fresh_process([] {
+    std::vector<void*> blocks(20 * 1024);
+    std::thread([&] { ak_free(ak_malloc(1000)); }).join();
+    REQUIRE(!background_purge_running(), 10);
+    std::thread([&] {
+      for (void*& p : blocks) p = ak_malloc(1000);
+    }).join();
+    REQUIRE(background_purge_running(), 11);
+    for (void* p : blocks) ak_free(p);
   });
 }
 
