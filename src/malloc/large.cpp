@@ -21,6 +21,9 @@
 #include "os/os.hpp"
 
 namespace ak::detail {
+
+AK_EARLY_DATA std::atomic<std::size_t> g_large_bytes_mapped{0};
+
 namespace {
 
 constexpr std::uint64_t kMagic = 0x616b2d6c61726765;  // "ak-large"
@@ -272,6 +275,7 @@ void* large_alloc_mapped(std::size_t size, std::size_t align, bool* zeroed, bool
       return nullptr;
     }
     *zeroed = true;
+    g_large_bytes_mapped.fetch_add(bytes, std::memory_order_relaxed);
   }
   char* p = base + offset;
   os::LockGuard guard(lock);

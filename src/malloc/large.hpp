@@ -6,6 +6,7 @@
 // (large_cache.hpp), in the cache of the arena that registered the block (large.cpp). Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,12 @@ void* large_alloc(std::size_t size, std::size_t align, bool* zeroed,
 inline std::size_t grown_size(std::size_t usable, std::size_t size) noexcept {
   const std::size_t headroom = usable + usable / 2;
   return size > usable && size < headroom ? headroom : size;
+}
+// Bytes of fresh mappings large_alloc ever made: what the large blocks have taken from the OS.
+// One relaxed load.
+extern std::atomic<std::size_t> g_large_bytes_mapped;
+inline std::size_t large_mapped_bytes() noexcept {
+  return g_large_bytes_mapped.load(std::memory_order_relaxed);
 }
 // Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one. The
 // secure build first checks the bytes past the request and, unless `expect_size` is kAnySize

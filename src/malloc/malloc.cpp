@@ -320,6 +320,8 @@ void* alloc_any(std::size_t size, std::size_t align, bool* zeroed, bool want_zer
                 ? alloc_pooled(cls, zeroed)
                 : large_alloc(size, std::max(align, kMallocAlign), zeroed, want_zero);
   if (p == nullptr) errno = ENOMEM;
+  if (!background_purge_settled()) [[unlikely]]
+    anticipate_background_purge(slab_source_carved_bytes() + large_mapped_bytes());
   return p;
 }
 

@@ -46,6 +46,18 @@ void start_wanted_background_purge() noexcept;
 // start_background_purge does; also a start that waits for an allocation (a thread's exit holds
 // no lock of glibc's that creating a thread takes).
 void start_background_purge_at_exit(std::size_t live_bytes) noexcept;
+// For an allocation's slow path, before any allocator lock is taken: in a process that has had
+// a second thread and has taken `taken_bytes` from the OS (slabs and large mappings), starts the
+// purger once they reach 16 MiB (kEagerBytes: nothing is cached yet, whatever the process's
+// age). Its frees may not start it (above), and a program whose
+// threads free what they filled and then wait, allocating nothing more, would keep it all for
+// good (two threads freeing 900 MiB of small blocks and idling: 400 MiB stayed). Cost until
+// started: one relaxed load (background_purge_settled) and a call.
+extern std::atomic<bool> g_purge_settled;
+inline bool background_purge_settled() noexcept {
+  return g_purge_settled.load(std::memory_order_relaxed);
+}
+void anticipate_background_purge(std::size_t taken_bytes) noexcept;
 // Whether the background purger runs in this process (never in a forked child). One load.
 bool background_purge_running() noexcept;
 // Wakes the background purger to release the large blocks' draining ranges (large_drain).

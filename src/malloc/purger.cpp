@@ -39,6 +39,8 @@
 namespace ak::detail {
 
 AK_EARLY_DATA std::atomic<bool> g_purge_start_wanted{false};
+// Set once the purger started, was refused, or never will (its option off).
+AK_EARLY_DATA std::atomic<bool> g_purge_settled{false};
 
 namespace {
 
@@ -94,6 +96,7 @@ void request_drain() noexcept {
 void note_load_time() noexcept {
   g_load_ns = os::coarse_now_ns_by_syscall();  // no vDSO page faults at load
   g_load_pid = os::process_id();
+  if (!options().background_purge) g_purge_settled.store(true, std::memory_order_relaxed);
 }
 
 void start_background_purge(std::size_t bytes) noexcept {
@@ -108,6 +111,7 @@ void create_purger() noexcept {
   if (g_started.load(std::memory_order_relaxed) || !options().background_purge ||
       g_started.exchange(true))
     return;
+  g_purge_settled.store(true, std::memory_order_relaxed);
   // One system call per process, here rather than in a fork handler: a write in every child
   // would cost each fork+exec a copy-on-write fault.
   if (g_load_pid != 0 && os::process_id() != g_load_pid) return;  // a forked child
@@ -135,6 +139,11 @@ void start_background_purge_now() noexcept {
 
 void start_wanted_background_purge() noexcept {
   if (g_purge_start_wanted.exchange(false, std::memory_order_relaxed)) create_purger();
+}
+
+void anticipate_background_purge(std::size_t taken_bytes) noexcept {
+  if (os::single_threaded() || taken_bytes < kEagerBytes) return;
+  create_purger();
 }
 
 void start_background_purge_at_exit(std::size_t live_bytes) noexcept {

@@ -15,6 +15,7 @@ namespace ak::detail {
 // Zero-initialised: only the pages of the slots in use are ever touched.
 AK_LARGE_ZEROED std::atomic<std::uint8_t> g_region_kinds[kRegionSlots];
 AK_EARLY_DATA std::atomic<std::size_t> g_slab_bytes_unreported{0};
+AK_EARLY_DATA std::atomic<std::size_t> g_slab_bytes_carved{0};
 
 namespace {
 
@@ -241,6 +242,7 @@ void* slab_acquire(bool medium, bool* zeroed, unsigned cls) noexcept {
       slab = s.carve;
       s.carve += s.slab_size;
       *zeroed = true;
+      g_slab_bytes_carved.fetch_add(s.slab_size, std::memory_order_relaxed);
     }
   }
   if (other_class && !(medium && 2 * os::resident_bytes(slab, s.slab_size) >= s.slab_size)) {

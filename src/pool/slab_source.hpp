@@ -34,6 +34,12 @@ void slab_release(Slab* header) noexcept;
 using CacheHook = void (*)(std::size_t bytes);
 CacheHook slab_source_on_cache(CacheHook hook) noexcept;
 
+// Bytes of slabs ever carved from fresh address space: what the pools have taken from the OS.
+// One relaxed load.
+extern std::atomic<std::size_t> g_slab_bytes_carved;
+inline std::size_t slab_source_carved_bytes() noexcept {
+  return g_slab_bytes_carved.load(std::memory_order_relaxed);
+}
 // Bytes of slabs cached since the hook last heard (slab_source_report_cached).
 extern std::atomic<std::size_t> g_slab_bytes_unreported;
 void slab_source_report_cached_slow() noexcept;

@@ -1,7 +1,8 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
    Usage: idle_purge_program SECONDS [threads] -> exit 0 if RSS fell by 40 MiB within SECONDS,
             else 1; with `threads`, two threads fill 32 MiB each and exit before the main thread
-            frees every block (into the heaps those threads left);
+            frees every block (into the heaps those threads left); with `waiting`, two threads
+            fill 32 MiB each, free it and wait, allocating nothing more;
           idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
    has, prints the purge thread's nice value, if that thread exists. */
@@ -94,20 +95,36 @@ static void* fill_half(void* half) {
   return NULL;
 }
 
-int main(int argc, char** argv) {
-  if (argc > 1 && strcmp(argv[1], "young") == 0) return young_big_free();
-  double seconds = argc > 1 ? atof(argv[1]) : 10;
-  if (argc > 2 && strcmp(argv[2], "threads") == 0) {
-    pthread_t t[2];
-    for (long i = 0; i < 2; ++i)
-      if (pthread_create(&t[i], NULL, fill_half, (void*)i) != 0) return 2;
-    for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
-  } else {
-    fill_half((void*)0L);
-    fill_half((void*)1L);
-  }
-  long peak = rss_kib();
-  for (int i = 0; i < kBlocks; ++i) free(blocks[i]);
+static pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static int g_phase =
+    0; /* 2: both filled; 3: the main thread read the peak; 5: both freed; 6: done */
+
+/* Waits until g_phase is at least `phase`, then adds `step` to it. */
+static void step_phase(int phase, int step) {
+  pthread_mutex_lock(&g_mutex);
+  while (g_phase < phase) pthread_cond_wait(&g_cond, &g_mutex);
+  g_phase += step;
+  pthread_cond_broadcast(&g_cond);
+  pthread_mutex_unlock(&g_mutex);
+}
+
+/* Fills its half, frees it once the main thread has read the peak, then waits without
+   allocating until the main thread is done. */
+static void* fill_free_and_wait(void* half) {
+  fill_half(half);
+  step_phase(0, 1);
+  step_phase(3, 0);
+  const int first = (int)(long)half * (kBlocks / 2);
+  for (int i = first; i < first + kBlocks / 2; ++i) free(blocks[i]);
+  step_phase(3, 1);
+  step_phase(6, 0);
+  return NULL;
+}
+
+/* Whether RSS falls by 40 MiB from `peak` within `seconds`, watched without allocating: 0 if so
+   (printing how), else 1. */
+static int watch(long peak, double seconds) {
   for (double waited = 0; waited < seconds; waited += 0.05) {
     long now = rss_kib();
     if (peak - now >= 40 * 1024) {
@@ -120,4 +137,38 @@ int main(int argc, char** argv) {
   }
   printf("rss %ld -> %ld KiB: not returned within %.1f s\n", peak, rss_kib(), seconds);
   return 1;
+}
+
+/* "SECONDS waiting": two threads fill 32 MiB each, free it and wait, allocating nothing more;
+   the main thread watches RSS, then lets them exit. */
+static int watch_waiting_threads(double seconds) {
+  pthread_t t[2];
+  for (long i = 0; i < 2; ++i)
+    if (pthread_create(&t[i], NULL, fill_free_and_wait, (void*)i) != 0) return 2;
+  step_phase(2, 0);
+  const long peak = rss_kib();
+  step_phase(2, 1);
+  step_phase(5, 0);
+  const int rc = watch(peak, seconds);
+  step_phase(5, 1);
+  for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  return rc;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "young") == 0) return young_big_free();
+  double seconds = argc > 1 ? atof(argv[1]) : 10;
+  if (argc > 2 && strcmp(argv[2], "waiting") == 0) return watch_waiting_threads(seconds);
+  if (argc > 2 && strcmp(argv[2], "threads") == 0) {
+    pthread_t t[2];
+    for (long i = 0; i < 2; ++i)
+      if (pthread_create(&t[i], NULL, fill_half, (void*)i) != 0) return 2;
+    for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  } else {
+    fill_half((void*)0L);
+    fill_half((void*)1L);
+  }
+  long peak = rss_kib();
+  for (int i = 0; i < kBlocks; ++i) free(blocks[i]);
+  return watch(peak, seconds);
 }

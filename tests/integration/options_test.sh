@@ -17,6 +17,10 @@ echo "== and so does memory left in the heaps of exited threads, freed by the ma
 out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20 threads) ||
   fail "exited threads' memory not returned while idle: $out"
 echo "$out"
+echo "== and so does memory that threads freed before waiting, allocating nothing more"
+out=$(LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 "$prog" 20 waiting) ||
+  fail "waiting threads' memory not returned while idle: $out"
+echo "$out"
 echo "== the purge thread is named and runs at nice 19 (so waking it never preempts the program)"
 grep -qx "thread allockit-purge nice 19" <<<"$out" || fail "no allockit-purge thread at nice 19: $out"
 
@@ -33,6 +37,10 @@ fi
 
 if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5 threads; then
   fail "exited threads' memory returned without the background purge: the test would prove nothing"
+fi
+
+if LD_PRELOAD="$lib" ALLOCKIT_PURGE_DELAY_MS=100 ALLOCKIT_BACKGROUND_PURGE=0 "$prog" 1.5 waiting; then
+  fail "waiting threads' memory returned without the background purge: the test would prove nothing"
 fi
 
 echo "== ALLOCKIT_STATS=1 prints stats at exit"

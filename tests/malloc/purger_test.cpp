@@ -1,5 +1,6 @@
 // When the background purger (src/malloc/purger.cpp) starts. Each case runs in a fresh process
 // (a threadsafe death test re-executes the binary), where none runs yet.
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -50,18 +51,37 @@ TEST(BackgroundPurge, AThreadedProcessStartsItAtTheNextAllocationNotInTheFree) {
   });
 }
 
+// A threaded process whose allocations have taken 16 MiB from the OS starts it at an allocation
+// (its frees could not), so memory its threads free and leave idle goes back; one that took less
+// does not.
+TEST(BackgroundPurge, AThreadedProcessThatTook16MiBStartsItAtAnAllocation) {
+  in_fresh_process([] {
+    std::thread([] {}).join();
+    std::vector<void*> blocks(12 * 1024);
+    for (void*& p : blocks) p = ak_malloc(1000);
+    REQUIRE(!background_purge_running(), 10);
+    blocks.resize(20 * 1024);
+    for (std::size_t i = 12 * 1024; i < blocks.size(); ++i) blocks[i] = ak_malloc(1000);
+    REQUIRE(background_purge_running(), 11);
+    for (void* p : blocks) ak_free(p);
+  });
+}
+
 // A thread that exits with blocks in its heap leaves them where only the purger sorts frees back
 // into their slabs (another thread may free them): its exit starts it, if they are worth a thread
-// (16 MiB in a process this young), and a thread leaving less does not.
+// (1 MiB in a process 50 ms old; 2 MiB is less than an allocation starts it for), and a thread
+// leaving none does not.
 TEST(BackgroundPurge, AThreadExitingWithLiveBlocksStartsIt) {
   in_fresh_process([] {
-    std::vector<void*> blocks(20 * 1024);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    std::vector<void*> blocks(2 * 1024);
     std::thread([&] { ak_free(ak_malloc(1000)); }).join();
     REQUIRE(!background_purge_running(), 10);
     std::thread([&] {
       for (void*& p : blocks) p = ak_malloc(1000);
+      REQUIRE(!background_purge_running(), 11);
     }).join();
-    REQUIRE(background_purge_running(), 11);
+    REQUIRE(background_purge_running(), 12);
     for (void* p : blocks) ak_free(p);
   });
 }
