@@ -610,9 +610,14 @@ void* aligned_any(std::size_t align, std::size_t size) {
   return alloc_any(size, align, &zeroed);
 }
 
+// Alignments past this are never served: a valid one (a power of two) fails as out of memory,
+// as glibc's does, having no address space that aligned to spare; past half the address space,
+// where no power of two rounds up to, it is invalid (EINVAL), as glibc has it.
+constexpr std::size_t kMaxAlign = std::size_t(1) << 40;
+
 void* memalign_impl(std::size_t align, std::size_t size) {
-  if (align > (std::size_t(1) << 40)) {
-    errno = EINVAL;
+  if (align > kMaxAlign) {
+    errno = align > SIZE_MAX / 2 + 1 ? EINVAL : ENOMEM;
     return nullptr;
   }
   if (align < 8) align = 8;
@@ -770,8 +775,8 @@ void* ak_reallocarray(void* p, size_t n, size_t size) noexcept {
 
 int ak_posix_memalign(void** out, size_t align, size_t size) noexcept {
   const PoolCall name("posix_memalign()");
-  if (!is_pow2(align) || align % sizeof(void*) != 0 || align > (std::size_t(1) << 40))
-    return EINVAL;
+  if (!is_pow2(align) || align % sizeof(void*) != 0) return EINVAL;
+  if (align > kMaxAlign) return ENOMEM;  // valid, but never served (memalign_impl)
   const int saved = errno;
   void* p = aligned_any(align, size);
   errno = saved;  // posix_memalign reports through its result, not errno

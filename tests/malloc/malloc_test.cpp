@@ -624,6 +624,19 @@ TEST(Malloc, AlignedEntryPoints) {
   errno = 0;
   EXPECT_EQ(ak_aligned_alloc(24, 10), nullptr);
   EXPECT_EQ(errno, EINVAL);
+  // A valid alignment too large to serve is out of memory (POSIX), as glibc reports it; memalign's
+  // alignment past half the address space rounds up to no power of two: invalid, as in glibc.
+  EXPECT_EQ(ak_posix_memalign(&p, std::size_t(1) << 62, 10), ENOMEM);
+  EXPECT_EQ(p, reinterpret_cast<void*>(0x1));
+  errno = 0;
+  EXPECT_EQ(ak_memalign(std::size_t(1) << 62, 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(ak_aligned_alloc(std::size_t(1) << 50, 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(ak_memalign(SIZE_MAX / 2 + 2, 1), nullptr);
+  EXPECT_EQ(errno, EINVAL);
   void* m = ak_memalign(24, 10);  // glibc rounds up to 32
   EXPECT_TRUE(aligned(m, 32));
   ak_free(m);
