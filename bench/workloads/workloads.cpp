@@ -186,6 +186,61 @@ void many_large_blocks() {
   });
 }
 
+// Not in the table (a case): the heap of a garbage-collected interpreter, modelled on Lua's, whose
+// every allocation is a realloc (its allocator function). Each round builds 200,000 entries of
+// three small objects (a 56-byte table, a 16-64-byte string, a 16-byte array), an array of the
+// entries grown by doubling to 4 MiB and a string buffer doubled past 2 MiB; as it allocates, it
+// sweeps the round before in allocation order, two objects per new one, reading each object's
+// mark before its free, as an incremental collector frees garbage. Its case is peak RSS: a few
+// large buffers of many sizes live at a time, the rest freed, which the large-block cache keeps
+// resident up to its budget.
+void gc_generations() {
+  struct Generation {
+    std::vector<void*> objects;
+    char* array = nullptr;
+    char* buffer = nullptr;
+  };
+  Generation old, cur;
+  std::mt19937 rng(13);
+  const int rounds = scaled(30);
+  for (int round = 0; round <= rounds; ++round) {
+    std::size_t swept = 0;
+    auto sweep =
+        [&](std::size_t n) {  // reads each object's mark, as a collector does, then frees it
+          for (; n != 0 && swept < old.objects.size(); --n) {
+            (void)*static_cast<volatile char*>(old.objects[swept]);
+            std::free(old.objects[swept++]);
+          }
+        };
+    auto take = [](void* p, std::size_t n) {
+      auto* q = static_cast<char*>(std::realloc(p, n));
+      touch(q, n);
+      return q;
+    };
+    std::size_t capacity = 4;
+    cur.array = take(nullptr, capacity * 16);
+    for (std::size_t entry = 0; round < rounds && entry < 200'000; ++entry) {
+      for (const std::size_t n : {std::size_t(56), 16 + rng() % 49, std::size_t(16)}) {
+        cur.objects.push_back(take(nullptr, n));
+        sweep(2);
+      }
+      if (entry == capacity) cur.array = take(cur.array, (capacity *= 2) * 16);
+      cur.array[entry * 16] = 1;
+    }
+    std::size_t bytes = 1024;
+    cur.buffer = take(nullptr, bytes);
+    while (bytes < (std::size_t(2) << 20) + std::size_t(round) * 37'000)
+      cur.buffer = take(cur.buffer, bytes *= 2);
+    sweep(old.objects.size());
+    std::free(old.array);
+    std::free(old.buffer);
+    old = std::move(cur);
+    cur = Generation{};
+  }
+  std::free(old.array);
+  std::free(old.buffer);
+}
+
 // Buffers grown by realloc in 10% steps, interleaved so they cannot all grow in place.
 void realloc_growth() {
   for (int round = 0; round < 20; ++round) {
@@ -238,6 +293,7 @@ void register_classic(Registry& r) {
   r["creeping_largest"] = creeping_largest;
   r["aligned_blocks"] = aligned_blocks;
   r["many_large_blocks"] = many_large_blocks;
+  r["gc_generations"] = gc_generations;
   r["large_calloc"] = large_calloc;
 }
 
