@@ -42,17 +42,18 @@ void start_wanted_background_purge() noexcept;
 // Called at the exit of a thread whose heap keeps `live_bytes` of live blocks (pool_on_abandon):
 // blocks other threads may free later, which only the purger sorts back into their slabs and
 // returns when the process goes idle (a thread's workers fill a cache, exit, and the main thread
-// empties it: 950 MiB stayed resident for good). Starts the purger, past kWorthAThreadBytes, as
-// start_background_purge does; also a start that waits for an allocation (a thread's exit holds
-// no lock of glibc's that creating a thread takes).
+// empties it: 950 MiB stayed resident for good). Starts the purger once they are worth a thread,
+// by start_background_purge's measure (1 MiB; 16 MiB in a process younger than 50 ms), and any
+// start that waits for an allocation: a thread's exit holds no lock of glibc's that creating a
+// thread takes.
 void start_background_purge_at_exit(std::size_t live_bytes) noexcept;
 // For an allocation's slow path, before any allocator lock is taken: in a process that has had
 // a second thread and has taken `taken_bytes` from the OS (slabs and large mappings), starts the
 // purger once they reach 16 MiB (kEagerBytes: nothing is cached yet, whatever the process's
-// age). Its frees may not start it (above), and a program whose
-// threads free what they filled and then wait, allocating nothing more, would keep it all for
-// good (two threads freeing 900 MiB of small blocks and idling: 400 MiB stayed). Cost until
-// started: one relaxed load (background_purge_settled) and a call.
+// age). Its frees may not start it (above), and a program whose threads free what they filled
+// and then wait, allocating nothing more, would keep it all for good (two threads freeing 900
+// MiB of small blocks and idling: 400 MiB stayed). Cost until started: one relaxed load
+// (background_purge_settled) and a call.
 extern std::atomic<bool> g_purge_settled;
 inline bool background_purge_settled() noexcept {
   return g_purge_settled.load(std::memory_order_relaxed);
