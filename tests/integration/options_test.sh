@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # liballockit's ALLOCKIT_* options under LD_PRELOAD: idle memory goes back to the OS after the
 # purge delay with the background purge (a thread named allockit-purge at nice 19, started at
-# once by a free that empties a big block itself, or by the exit of a thread whose heap keeps
-# blocks) and stays without it; ALLOCKIT_STATS prints at
-# exit; a bad value is reported and ignored.
+# once by a free that empties a big block itself, in a threaded process by an allocation once
+# 16 MiB are taken, or by the exit of a thread whose heap keeps blocks), also when threads that
+# filled it exited or wait, and stays without it; ALLOCKIT_STATS prints at exit; a bad value is
+# reported and ignored.
 # Usage: options_test.sh LIBALLOCKIT_SO IDLE_PURGE_PROGRAM
 set -euo pipefail
 lib=$(realpath "$1")
