@@ -147,8 +147,7 @@ void anticipate_background_purge(std::size_t taken_bytes) noexcept {
 }
 
 void start_background_purge_at_exit(std::size_t live_bytes) noexcept {
-  if (live_bytes >= worth_a_thread()) g_purge_start_wanted.store(true, std::memory_order_relaxed);
-  start_wanted_background_purge();
+  if (live_bytes >= worth_a_thread() || g_purge_start_wanted.exchange(false)) create_purger();
 }
 
 }  // namespace ak::detail

@@ -1,8 +1,8 @@
 /* Fills 64 MiB with 1 KiB blocks, frees them all, then does nothing but watch its own RSS.
-   Usage: idle_purge_program SECONDS [threads] -> exit 0 if RSS fell by 40 MiB within SECONDS,
-            else 1; with `threads`, two threads fill 32 MiB each and exit before the main thread
-            frees every block (into the heaps those threads left); with `waiting`, two threads
-            fill 32 MiB each, free it and wait, allocating nothing more;
+   Usage: idle_purge_program SECONDS [threads|waiting] -> exit 0 if RSS fell by 40 MiB within
+            SECONDS, else 1; with `threads`, two threads fill 32 MiB each and exit before the
+            main thread frees every block (into the heaps those threads left); with `waiting`,
+            two threads fill 32 MiB each, free it and wait, allocating nothing more;
           idle_purge_program young -> see young_big_free.
    Run under LD_PRELOAD=liballockit.so: only a background purge can return memory here. Once it
    has, prints the purge thread's nice value, if that thread exists. */
@@ -97,8 +97,8 @@ static void* fill_half(void* half) {
 
 static pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
-static int g_phase =
-    0; /* 2: both filled; 3: the main thread read the peak; 5: both freed; 6: done */
+/* 2: both threads filled; 3: the main thread read the peak; 5: both freed; 6: done. */
+static int g_phase = 0;
 
 /* Waits until g_phase is at least `phase`, then adds `step` to it. */
 static void step_phase(int phase, int step) {
