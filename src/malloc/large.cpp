@@ -519,13 +519,14 @@ void large_unlock() noexcept {
 }
 
 LargeStats large_stats() noexcept {
-  LargeStats s{0, 0, 0, 0};
+  LargeStats s{0, 0, 0, 0, 0};
   for (unsigned i = 0; i < kArenas; ++i) {
     os::LockGuard guard(g_arena_locks[i]);
     const Arena& a = g_arenas[i];
     s.live_blocks += a.live;
     s.live_bytes += a.live_bytes;
     s.cached_bytes += a.cache.bytes();
+    s.cached_resident_bytes += a.cache.resident_bytes();
     s.mapped_bytes += a.mapped + a.cache.bytes();
   }
   return s;

@@ -57,6 +57,7 @@ std::size_t large_purge_older_than(std::uint64_t age_ns) noexcept;
 
 struct LargeStats {
   std::size_t live_blocks, live_bytes, mapped_bytes, cached_bytes;
+  std::size_t cached_resident_bytes;  // of cached_bytes, ranges kept as the program left them
 };
 LargeStats large_stats() noexcept;
 // Registers the fork handlers of every allocator lock (fork.cpp). Called once at load time.

@@ -1,11 +1,13 @@
-// The override shim: libc allocation names and every C++ operator new/delete, forwarded to the ak_
-// API. Built only into liballockit.so (LD_PRELOAD) and liballockit_override.a (link-time); the
-// core libraries export no libc names. Nothing else lives here.
+// The override shim: libc allocation names (with glibc's introspection calls) and every C++
+// operator new/delete, forwarded to the ak_ API. Built only into liballockit.so (LD_PRELOAD) and
+// liballockit_override.a (link-time); the core libraries export no libc names. Nothing else lives
+// here.
 #include <cstddef>
 #include <new>
 
 #include "allockit/allockit.h"
 #include "core/core.hpp"
+#include "malloc/glibc_info.hpp"
 #include "malloc/new_block.hpp"
 
 #define AK_EXPORT extern "C" __attribute__((visibility("default")))
@@ -76,6 +78,25 @@ AK_EXPORT void* __libc_valloc(size_t) AK_SAME_AS(valloc);
 AK_EXPORT void* __libc_pvalloc(size_t) AK_SAME_AS(pvalloc);
 #undef AK_SAME_AS
 #endif
+
+// glibc's introspection and tuning calls, answered for liballockit (malloc/glibc_info.hpp). The
+// structs are glibc's by layout; <malloc.h> is not included, as its declarations of the names
+// above differ from these definitions in their exception specifications.
+AK_EXPORT ak::detail::GlibcMallinfo mallinfo2() {
+  return ak::detail::glibc_mallinfo();
+}
+AK_EXPORT ak::detail::GlibcMallinfoInts mallinfo() {
+  return ak::detail::glibc_mallinfo_ints();
+}
+AK_EXPORT void malloc_stats() {
+  ak_stats_print();
+}
+AK_EXPORT int malloc_info(int options, FILE* out) {
+  return ak::detail::glibc_malloc_info(options, out);
+}
+AK_EXPORT int mallopt(int param, int value) {
+  return ak::detail::glibc_mallopt(param, value);
+}
 
 // ---- C++: throwing forms loop on the new_handler, as the standard requires ----
 // liballockit.so must not need the C++ runtime (a C program would load libstdc++ for nothing),

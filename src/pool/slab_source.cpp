@@ -306,15 +306,17 @@ void slab_source_set_purge_delay(std::uint64_t ns) noexcept {
   purge_expired();
 }
 
-SlabSourceStats slab_source_stats() noexcept {
+SlabSourceStats slab_source_stats(bool with_resident) noexcept {
   os::LockGuard guard(g_lock);
   SlabSourceStats s{g_region_count,
                     g_small.in_use + g_medium.in_use,
                     g_small.cache_len + g_medium.cache_len,
                     g_region_count * kRegionSize,
                     0,
-                    g_small.in_use * kSlabSize + g_medium.in_use * kMediumSlabSize};
-  for (std::size_t i = 0; i < g_region_count; ++i)
+                    g_small.in_use * kSlabSize + g_medium.in_use * kMediumSlabSize,
+                    (g_small.cache_len - g_small.purged) * kSlabSize +
+                        (g_medium.cache_len - g_medium.purged) * kMediumSlabSize};
+  for (std::size_t i = 0; with_resident && i < g_region_count; ++i)
     s.resident_bytes += os::resident_bytes(region_at(i), kRegionSize);
   return s;
 }

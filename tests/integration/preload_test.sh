@@ -58,6 +58,35 @@ C
 cc -O1 libc_names.c -o libc_names -ldl
 [ "$(run ./libc_names)" = "libc names ok" ]
 
+step "glibc's introspection calls (mallinfo2, mallinfo, malloc_info, malloc_stats, mallopt) answer for allockit"
+cat > introspect.c <<'C'
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  char* volatile big = malloc(10 << 20); big[0] = 1;
+  static void* small[10000];
+  for (int i = 0; i < 10000; ++i) small[i] = memset(malloc(100), 1, 100);
+  struct mallinfo2 m = mallinfo2();
+  if (m.hblks < 1 || m.hblkhd < (10 << 20) || m.uordblks < 10000 * 100) return 1;
+  if (m.arena != m.uordblks + m.fordblks) return 2;
+  struct mallinfo mi = mallinfo();
+  if (mi.hblks != (int)m.hblks || mi.uordblks < 10000 * 100) return 3;
+  if (mallopt(M_ARENA_MAX, 2) != 1 || mallopt(M_MMAP_THRESHOLD, 1 << 20) != 1) return 4;
+  if (mallopt(12345, 1) != 0) return 5;
+  if (malloc_info(0, stdout) != 0) return 6;
+  malloc_stats();
+  for (int i = 0; i < 10000; ++i) free(small[i]);
+  free(big);
+  return 0;
+}
+C
+cc -O1 -Wno-deprecated-declarations introspect.c -o introspect
+run ./introspect >introspect.out 2>introspect.err
+grep -q '<total type="mmap" count="1" size="1[0-9]\{7\}"/>' introspect.out
+grep -q '^allockit: stats: large blocks 1 ' introspect.err
+
 step "the library depends on libc alone; no thread at load, nor in a process caching little"
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 [ "$needed" = "libc.so.6 " ] || { echo "NEEDED: $needed (want libc.so.6 only)"; exit 1; }

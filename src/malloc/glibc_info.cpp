@@ -1,0 +1,66 @@
+// glibc's malloc introspection calls answered with liballockit's figures (glibc_info.hpp): the
+// pools and the large blocks read as glibc's arena and mmapped chunks.
+#include "malloc/glibc_info.hpp"
+
+#include <cerrno>
+#include <climits>
+
+#include "malloc/large.hpp"
+#include "pool/pool.hpp"
+
+namespace ak::detail {
+
+GlibcMallinfo glibc_mallinfo() noexcept {
+  const SlabSourceStats pool = slab_source_stats(false);
+  const LargeStats large = large_stats();
+  GlibcMallinfo m{};
+  m.arena = pool.in_use_bytes + pool.cached_bytes;
+  m.ordblks = pool.slabs_cached;
+  m.hblks = large.live_blocks;
+  m.hblkhd = large.mapped_bytes - large.cached_bytes;
+  m.uordblks = pool.in_use_bytes;
+  m.fordblks = pool.cached_bytes;
+  m.keepcost = pool.cached_bytes + large.cached_resident_bytes;
+  return m;
+}
+
+GlibcMallinfoInts glibc_mallinfo_ints() noexcept {
+  const GlibcMallinfo m = glibc_mallinfo();
+  auto held = [](std::size_t v) { return v > std::size_t(INT_MAX) ? INT_MAX : int(v); };
+  return GlibcMallinfoInts{held(m.arena),    held(m.ordblks), held(m.smblks),  held(m.hblks),
+                           held(m.hblkhd),   held(m.usmblks), held(m.fsmblks), held(m.uordblks),
+                           held(m.fordblks), held(m.keepcost)};
+}
+
+int glibc_malloc_info(int options, std::FILE* out) noexcept {
+  if (options != 0 || out == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  const GlibcMallinfo m = glibc_mallinfo();
+  const SlabSourceStats pool = slab_source_stats(false);
+  const LargeStats large = large_stats();
+  const auto z = [](std::size_t v) { return static_cast<unsigned long long>(v); };
+  std::fprintf(out,
+               "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n"
+               "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+               "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<system type=\"current\" size=\"%llu\"/>\n"
+               "<aspace type=\"total\" size=\"%llu\"/>\n</heap>\n"
+               "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+               "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<system type=\"current\" size=\"%llu\"/>\n"
+               "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n",
+               z(m.ordblks), z(m.fordblks), z(m.arena), z(pool.reserved_bytes), z(m.ordblks),
+               z(m.fordblks), z(m.hblks), z(m.hblkhd), z(m.arena + m.hblkhd),
+               z(pool.reserved_bytes + large.mapped_bytes));
+  return 0;
+}
+
+int glibc_mallopt(int param, int) noexcept {
+  constexpr int kMxFast = 1, kLastNegative = -8;  // M_MXFAST; M_TRIM_THRESHOLD -1 .. M_ARENA_MAX -8
+  return param == kMxFast || (param < 0 && param >= kLastNegative) ? 1 : 0;
+}
+
+}  // namespace ak::detail

@@ -1,0 +1,105 @@
+// glibc's introspection calls as liballockit answers them (malloc/glibc_info.hpp): mallinfo's
+// figures follow the pooled and large blocks the program holds, the int form holds at INT_MAX,
+// malloc_info writes glibc's XML, mallopt accepts glibc's parameters only.
+#include "malloc/glibc_info.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "allockit/allockit.h"
+
+namespace {
+
+using ak::detail::glibc_mallinfo;
+
+TEST(GlibcInfo, LargeBlocksReadAsMmappedChunks) {
+  const auto before = glibc_mallinfo();
+  void* p = ak_malloc(10 << 20);
+  std::memset(p, 1, 4096);
+  const auto during = glibc_mallinfo();
+  EXPECT_EQ(during.hblks, before.hblks + 1);
+  EXPECT_GE(during.hblkhd, before.hblkhd + (10 << 20));
+  ak_free(p);
+  const auto after = glibc_mallinfo();
+  EXPECT_EQ(after.hblks, before.hblks);
+  EXPECT_LE(after.hblkhd + (10 << 20), during.hblkhd);
+  EXPECT_GE(after.keepcost, after.fordblks);  // a trim would give back the cached mapping too
+}
+
+TEST(GlibcInfo, PooledBlocksReadAsTheArena) {
+  const auto before = glibc_mallinfo();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10'000; ++i) blocks.push_back(std::memset(ak_malloc(100), 2, 100));
+  const auto during = glibc_mallinfo();
+  EXPECT_GE(during.uordblks, before.uordblks + 10'000 * 100);
+  EXPECT_EQ(during.arena, during.uordblks + during.fordblks);
+  EXPECT_EQ(during.smblks + during.usmblks + during.fsmblks, 0u);
+  for (void* p : blocks) ak_free(p);
+  ak_collect(1);  // every cached slab and mapping decommitted: nothing left to trim
+  const auto trimmed = glibc_mallinfo();
+  EXPECT_EQ(trimmed.fordblks, 0u);
+  EXPECT_EQ(trimmed.keepcost, 0u);
+}
+
+TEST(GlibcInfo, IntsHoldAtIntMaxInsteadOfWrapping) {
+  void* p = ak_malloc(std::size_t(3) << 30);  // address space only: never written
+  ASSERT_NE(p, nullptr);
+  const auto wide = glibc_mallinfo();
+  const auto ints = ak::detail::glibc_mallinfo_ints();
+  ak_free(p);
+  ASSERT_GT(wide.hblkhd, std::size_t(INT_MAX));
+  EXPECT_EQ(ints.hblkhd, INT_MAX);
+  EXPECT_EQ(std::size_t(ints.hblks), wide.hblks);
+}
+
+std::string malloc_info_text(int options, int* result, int* error) {
+  std::FILE* f = std::tmpfile();
+  errno = 0;
+  *result = ak::detail::glibc_malloc_info(options, f);
+  *error = errno;
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text += char(c);
+  std::fclose(f);
+  return text;
+}
+
+TEST(GlibcInfo, MallocInfoWritesGlibcsXml) {
+  void* p = ak_malloc(8 << 20);
+  const auto m = glibc_mallinfo();
+  int result, error;
+  const std::string xml = malloc_info_text(0, &result, &error);
+  ak_free(p);
+  EXPECT_EQ(result, 0);
+  EXPECT_EQ(xml.rfind("<malloc version=\"1\">\n<heap nr=\"0\">", 0), 0u) << xml;
+  EXPECT_NE(xml.find("<total type=\"mmap\" count=\"" + std::to_string(m.hblks) + "\" size=\"" +
+                     std::to_string(m.hblkhd) + "\"/>"),
+            std::string::npos)
+      << xml;
+  EXPECT_EQ(xml.substr(xml.size() - 10), "</malloc>\n");
+}
+
+TEST(GlibcInfo, MallocInfoRefusesOptionsAndNoStream) {
+  int result, error;
+  EXPECT_EQ(malloc_info_text(1, &result, &error), "");
+  EXPECT_EQ(result, -1);
+  EXPECT_EQ(error, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ak::detail::glibc_malloc_info(0, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(GlibcInfo, MalloptAcceptsGlibcsParametersOnly) {
+  for (int param :
+       {1, -1, -2, -3, -4, -5, -6, -7, -8})  // M_MXFAST, M_TRIM_THRESHOLD .. M_ARENA_MAX
+    EXPECT_EQ(ak::detail::glibc_mallopt(param, 2), 1) << param;
+  for (int param : {0, 2, -9, 1000}) EXPECT_EQ(ak::detail::glibc_mallopt(param, 2), 0) << param;
+}
+
+}  // namespace
