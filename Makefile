@@ -68,7 +68,9 @@ fuzz: deps
 # Long runs of the randomized and multi-threaded stress tests (ALLOCKIT_TEST_SOAK times their
 # default size) in release and under TSan, the real-program LD_PRELOAD runs, and the churning
 # workloads of the standard suite run again and again under liballockit (bench/soak_workloads.py:
-# stops at the first failed run and keeps its core). Not part of
+# stops at the first failed run and keeps its core), and allockit built by a toolchain running
+# under liballockit, whose machine code must match a build without it
+# (tests/integration/self_build_test.sh, about four minutes). Not part of
 # `make test`; CI may call it with a time bound, e.g. `timeout 1800 make soak SOAK=20`.
 SOAK ?= 20
 SOAK_TESTS := CrossThread|MallocStress|Differential|ArenaModel|SharedArena|PreloadRealPrograms
@@ -79,6 +81,7 @@ soak: all
 	cd build-tsan && ALLOCKIT_TEST_SOAK=$(SOAK) TSAN_OPTIONS=halt_on_error=1 \
 	  ctest -R '$(SOAK_TESTS)' --output-on-failure
 	python3 bench/soak_workloads.py --build $(BUILD) --rounds $(SOAK)
+	tests/integration/self_build_test.sh $(BUILD)/liballockit.so .
 
 # The main job: record a real program, replay it against every allocator found here, write the
 # HTML report; then the pool, arena and malloc benchmarks.
