@@ -9,11 +9,20 @@
 #include "pool/pool.hpp"
 
 namespace ak::detail {
+namespace {
 
-GlibcMallinfo glibc_mallinfo() noexcept {
+// The figures, with the address space the pools and the large blocks hold (malloc_info's aspace),
+// from one read of each.
+struct Snapshot {
+  GlibcMallinfo m{};
+  std::size_t pool_space = 0, large_space = 0;
+};
+
+Snapshot snapshot() noexcept {
   const SlabSourceStats pool = slab_source_stats(false);
   const LargeStats large = large_stats();
-  GlibcMallinfo m{};
+  Snapshot s;
+  GlibcMallinfo& m = s.m;
   m.arena = pool.in_use_bytes + pool.cached_bytes;
   m.ordblks = pool.slabs_cached;
   m.hblks = large.live_blocks;
@@ -21,7 +30,15 @@ GlibcMallinfo glibc_mallinfo() noexcept {
   m.uordblks = pool.in_use_bytes;
   m.fordblks = pool.cached_bytes;
   m.keepcost = pool.cached_bytes + large.cached_resident_bytes;
-  return m;
+  s.pool_space = pool.reserved_bytes;
+  s.large_space = large.mapped_bytes;
+  return s;
+}
+
+}  // namespace
+
+GlibcMallinfo glibc_mallinfo() noexcept {
+  return snapshot().m;
 }
 
 GlibcMallinfoInts glibc_mallinfo_ints() noexcept {
@@ -37,9 +54,8 @@ int glibc_malloc_info(int options, std::FILE* out) noexcept {
     errno = EINVAL;
     return -1;
   }
-  const GlibcMallinfo m = glibc_mallinfo();
-  const SlabSourceStats pool = slab_source_stats(false);
-  const LargeStats large = large_stats();
+  const Snapshot s = snapshot();
+  const GlibcMallinfo& m = s.m;
   const auto z = [](std::size_t v) { return static_cast<unsigned long long>(v); };
   std::fprintf(out,
                "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n"
@@ -52,9 +68,9 @@ int glibc_malloc_info(int options, std::FILE* out) noexcept {
                "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n"
                "<system type=\"current\" size=\"%llu\"/>\n"
                "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n",
-               z(m.ordblks), z(m.fordblks), z(m.arena), z(pool.reserved_bytes), z(m.ordblks),
+               z(m.ordblks), z(m.fordblks), z(m.arena), z(s.pool_space), z(m.ordblks),
                z(m.fordblks), z(m.hblks), z(m.hblkhd), z(m.arena + m.hblkhd),
-               z(pool.reserved_bytes + large.mapped_bytes));
+               z(s.pool_space + s.large_space));
   return 0;
 }
 

@@ -80,8 +80,8 @@ AK_EXPORT void* __libc_pvalloc(size_t) AK_SAME_AS(pvalloc);
 #endif
 
 // glibc's introspection and tuning calls, answered for liballockit (malloc/glibc_info.hpp). The
-// structs are glibc's by layout; <malloc.h> is not included, as its declarations of the names
-// above differ from these definitions in their exception specifications.
+// structs are glibc's by layout (its ABI), not <malloc.h>'s, which declares mallinfo2 only from
+// glibc 2.33 on: the shim needs no header of that age.
 AK_EXPORT ak::detail::GlibcMallinfo mallinfo2() {
   return ak::detail::glibc_mallinfo();
 }
