@@ -31,8 +31,9 @@ struct GlibcMallinfoInts {
 GlibcMallinfoInts glibc_mallinfo_ints() noexcept;
 
 // malloc_info: writes the figures to `out` as glibc's XML (<malloc version="1">, one heap, its
-// totals and the mmapped ones). Returns 0; -1 with errno EINVAL for `options` other than 0 (as
-// glibc) or a null `out`.
+// totals and the mmapped ones). Returns 0; -1 with errno EINVAL for `options` other than 0, as
+// the manual page has it (glibc 2.36 returns EINVAL itself, errno untouched), or a null `out`
+// (on which glibc's faults).
 int glibc_malloc_info(int options, std::FILE* out) noexcept;
 
 // mallopt: glibc's parameters (M_MXFAST 1, M_TRIM_THRESHOLD -1 ... M_ARENA_MAX -8) are accepted
