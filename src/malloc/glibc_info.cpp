@@ -74,9 +74,9 @@ int glibc_malloc_info(int options, std::FILE* out) noexcept {
   return 0;
 }
 
-int glibc_mallopt(int param, int) noexcept {
-  constexpr int kMxFast = 1, kLastNegative = -8;  // M_MXFAST; M_TRIM_THRESHOLD -1 .. M_ARENA_MAX -8
-  return param == kMxFast || (param < 0 && param >= kLastNegative) ? 1 : 0;
+int glibc_mallopt(int param, int value) noexcept {
+  constexpr int kMxFast = 1, kMaxFast = 160;  // M_MXFAST, glibc's MAX_FAST_SIZE on 64 bits
+  return param == kMxFast && (value < 0 || value > kMaxFast) ? 0 : 1;
 }
 
 }  // namespace ak::detail

@@ -36,9 +36,10 @@ GlibcMallinfoInts glibc_mallinfo_ints() noexcept;
 // (on which glibc's faults).
 int glibc_malloc_info(int options, std::FILE* out) noexcept;
 
-// mallopt: glibc's parameters (M_MXFAST 1, M_TRIM_THRESHOLD -1 ... M_ARENA_MAX -8) are accepted
-// and change nothing, returning 1: liballockit sizes its caches and thresholds itself, and a
-// program tuning glibc's arenas must not fail for it. Any other parameter returns 0, as glibc.
+// mallopt: every parameter is accepted and changes nothing, returning 1: liballockit sizes its
+// caches and thresholds itself, and a program tuning glibc's arenas must not fail for it. As
+// glibc 2.36 (checked), that includes parameters it does not know, and only M_MXFAST (1) outside
+// 0..160 bytes returns 0.
 int glibc_mallopt(int param, int value) noexcept;
 
 }  // namespace ak::detail
