@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allockit/allockit.h"
@@ -56,6 +58,32 @@ TEST(GlibcInfo, IntsHoldAtIntMaxInsteadOfWrapping) {
   ASSERT_GT(wide.hblkhd, std::size_t(INT_MAX));
   EXPECT_EQ(ints.hblkhd, INT_MAX);
   EXPECT_EQ(std::size_t(ints.hblks), wide.hblks);
+}
+
+// Read while other threads allocate and free blocks of every kind: each read is one snapshot under
+// the pools' and the large blocks' locks (TSan checks the reads against the writers).
+TEST(GlibcInfo, ReadsWhileOtherThreadsAllocate) {
+  std::atomic<bool> stop{false};
+  auto churn = [&](std::size_t seed) {
+    std::vector<void*> held(64, nullptr);
+    for (std::size_t i = seed; !stop.load(std::memory_order_relaxed);
+         i = i * 6364136223846793005u + 1) {
+      void*& p = held[(i >> 33) % held.size()];
+      ak_free(p);
+      const std::size_t sizes[] = {24, 700, 40'000, 300'000, 3 << 20};
+      p = ak_malloc(sizes[(i >> 40) % 5]);
+    }
+    for (void* p : held) ak_free(p);
+  };
+  std::thread a(churn, 1), b(churn, 2);
+  for (int i = 0; i < 2000; ++i) {
+    const auto m = glibc_mallinfo();
+    EXPECT_EQ(m.arena, m.uordblks + m.fordblks);
+    EXPECT_GE(m.keepcost, m.fordblks);
+  }
+  stop = true;
+  a.join();
+  b.join();
 }
 
 std::string malloc_info_text(int options, int* result, int* error) {
