@@ -191,9 +191,10 @@ void many_large_blocks() {
 // three small objects (a 56-byte table, a 16-64-byte string, a 16-byte array), an array of the
 // entries grown by doubling to 4 MiB and a string buffer doubled past 2 MiB; as it allocates, it
 // sweeps the round before in allocation order, two objects per new one, reading each object's
-// mark before its free, as an incremental collector frees garbage. Its case is peak RSS: a few
+// mark before its free, as an incremental collector frees garbage. Its cases: peak RSS (a few
 // large buffers of many sizes live at a time, the rest freed, which the large-block cache keeps
-// resident up to its budget.
+// resident up to its budget), and time, which is where the allocator placed each generation: the
+// sweep reads objects in allocation order, so blocks handed out far apart cost a cache miss each.
 void gc_generations() {
   struct Generation {
     std::vector<void*> objects;
