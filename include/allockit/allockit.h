@@ -36,6 +36,9 @@ void* ak_memalign(size_t align, size_t size) AK_NOTHROW;
 void* ak_valloc(size_t size) AK_NOTHROW;
 void* ak_pvalloc(size_t size) AK_NOTHROW;
 size_t ak_malloc_usable_size(void* p) AK_NOTHROW;
+/* C23's free_sized and free_aligned_sized: free p, whose request was size (and alignment align).
+   A size larger than the block, or p not aligned to align, is reported and aborts; the secure
+   build requires the size requested exactly. */
 void ak_free_sized(void* p, size_t size) AK_NOTHROW;
 void ak_free_aligned_sized(void* p, size_t align, size_t size) AK_NOTHROW;
 /* Returns cached free memory to the OS at once; returns 1 if any was released. */

@@ -516,6 +516,52 @@ void free_any(const char* call, void* p) {
   free_any("free()", p);
 }
 
+// The usable size of `p` when it is a live block, else 0 (for free's own checks to report).
+std::size_t live_usable_size(const void* p) {
+  if (in_pool_region(p)) {
+    if (!carved_pooled(p)) return 0;
+    const std::size_t n = pool_block_size(slab_of(p), p);
+    return n >= 16 && carries_freed_tag(p) ? 0 : n;
+  }
+  if (in_medium_region(p)) {
+    const Slab* s = medium_block(p);
+    return s == nullptr || carries_freed_tag(p) ? 0 : s->block_size;
+  }
+  return large_usable_size(p);
+}
+
+// A sized free (C++ sized delete, free_sized) the fast path did not take: a live block smaller
+// than the size stated is reported (the type deleted is not the type allocated, or the size is
+// another block's), then free's own checks. Only a size past the block is caught: a block may
+// hold more than its request (a size class, realloc's headroom, an alignment).
+// Its arguments come in the order of the sized free's own, so the fast path keeps them in place.
+[[gnu::noinline]] void free_sized_slow(void* p, std::size_t size, const char* call) {
+  if (p == nullptr) return;
+  if (const std::size_t n = live_usable_size(p); n != 0 && size > n)
+    bad_pointer(call, "sized free with the wrong size", p);
+  if (in_medium_region(p)) return free_in_medium_region(call, p);
+  free_any(call, p);
+}
+
+// free's fast path: a well-formed pointer into a pool slab, not freed twice, pushed onto this
+// thread's bin (free_past_bin when the bin is full); else `past()`, out of line. A sized free
+// passes its size as `most`, which must not exceed the block's: the header line holding the
+// block size is the one the range test reads, so the check costs a compare (larson_sized, whose
+// every free is sized: see docs/security.md). Plain free passes 0, and the test folds away.
+template <class Past>
+[[gnu::always_inline]] inline void free_fast(void* p, std::size_t most, Past past) {
+  if (in_pool_region(p) && pool_may_fast_free(slab_of(p), p) && most <= slab_of(p)->block_size)
+      [[likely]] {
+    Slab* const s = slab_of(p);
+    Heap* const h = tl_heap;
+    Bin& bin = h->bins[s->bin_class];  // not kNoBin: pool_may_fast_free passed
+    if (pool_try_free_to(bin, s, p)) [[likely]]
+      return;
+    return free_past_bin(s, p, h, &bin);
+  }
+  past();
+}
+
 // A block of medium class `cls` popped from this thread's bin and made ready, or null when the
 // bin is empty: what alloc_pooled would return first.
 inline void* pop_medium(unsigned cls) {
@@ -678,26 +724,17 @@ AK_HOT_ENTRY void* ak_malloc(size_t size) noexcept {
   return malloc_with<malloc_slow>(size, "malloc()");
 }
 
-// The fast path of free: a well-formed pointer into a pool slab, not freed twice. Everything
-// else (null, large blocks, bad pointers, which free_any reports) goes out of line, so this path
-// needs no stack frame. Null's region lookup reads a page of the region map no other pointer
-// uses: one page fault (a read: the zero page) in a process that frees null, for two
-// instructions less in every free.
+// free: free_fast. Everything else (null, large blocks, bad pointers, which free_any reports)
+// goes out of line, so this path needs no stack frame. Null's region lookup reads a page of the
+// region map no other pointer uses: one page fault (a read: the zero page) in a process that
+// frees null, for two instructions less in every free.
 AK_HOT_ENTRY void ak_free(void* p) noexcept {
   if constexpr (kSecureBuild) {
     if (p == nullptr) return;
     const PoolCall name("free()");
     return secure_free("free()", p);
   }
-  if (in_pool_region(p) && pool_may_fast_free(slab_of(p), p)) [[likely]] {
-    Slab* const s = slab_of(p);
-    Heap* const h = tl_heap;
-    Bin& bin = h->bins[s->bin_class];  // not kNoBin: pool_may_fast_free passed
-    if (pool_try_free_to(bin, s, p)) [[likely]]
-      return;
-    return free_past_bin(s, p, h, &bin);
-  }
-  free_past_small(p);
+  free_fast(p, 0, [p] { free_past_small(p); });
 }
 
 // calloc's fast path is malloc's: a small block popped from this thread's bin, then cleared (a
@@ -830,7 +867,7 @@ AK_HOT_ENTRY void ak_free_sized(void* p, size_t size) noexcept {
     if (p != nullptr) secure_free("free_sized()", p, size);
     return;
   }
-  ak_free(p);
+  free_fast(p, size, [p, size] { free_sized_slow(p, size, "free_sized()"); });
 }
 
 void ak_free_aligned_sized(void* p, size_t align, size_t size) noexcept {
@@ -839,7 +876,11 @@ void ak_free_aligned_sized(void* p, size_t align, size_t size) noexcept {
     if (p != nullptr) secure_free("free_aligned_sized()", p, size, align);
     return;
   }
-  ak_free(p);
+  // A power of two (every alignment aligned_alloc and aligned new take) needs no division.
+  const std::size_t off = is_pow2(align) ? addr(p) & (align - 1) : align > 1 ? addr(p) % align : 0;
+  if (off != 0) [[unlikely]]
+    bad_pointer("free_aligned_sized()", "invalid pointer (misaligned for the alignment given)", p);
+  free_fast(p, size, [p, size] { free_sized_slow(p, size, "free_aligned_sized()"); });
 }
 
 int ak_malloc_trim(size_t) noexcept {

@@ -15,12 +15,12 @@ REPORTED = {
     "unaligned_free_small", "unaligned_free_large", "free_unused_small_near", "free_unused_small_far",
     "free_protected_mapping", "free_unprotected_mapping", "free_uninitialised", "realloc_uninitialised",
     "usable_size_uninitialised", "usable_size_freed_small", "usable_size_unused_small",
-    "usable_size_unaligned_small",
+    "usable_size_unaligned_small", "sized_delete_wrong_size", "aligned_sized_delete_wrong_size_small",
+    "aligned_sized_delete_wrong_size_large",
 }
 FAULTS = {"read_after_free_large", "write_after_free_large", "write_after_free_large_reuse"}
 SECURE_REPORTED = REPORTED | {
-    "sized_delete_wrong_size", "aligned_sized_delete_wrong_size_small",
-    "aligned_sized_delete_wrong_size_large", "overflow_small_1", "overflow_small_8", "overflow_large_1",
+    "overflow_small_1", "overflow_small_8", "overflow_large_1",
     "overflow_large_8", "write_after_free_small", "write_after_free_small_reuse",
 }
 SECURE_FAULTS = FAULTS | {"read_zero_size", "write_zero_size"}

@@ -803,14 +803,14 @@ TEST(Malloc, SizedFreesAndTrim) {
   EXPECT_EQ(ak_malloc_trim(0), 1);  // cached mappings went back
 }
 
-// A sized free whose size names the block's class pushes it straight onto that class's bin (the
-// next malloc of the class gets it back); any other stated size frees it as free() does. Blocks
-// past the starter slab's share of the class (8 KiB), so each is of a slab of its own class.
-TEST(Malloc, SizedFreeOfAnyStatedSizeFreesTheBlock) {
+// A sized free of any size up to the block's (a class holds more than its requests) pushes the
+// block straight onto its class's bin: the next malloc of the class gets it back. Blocks past the
+// starter slab's share of the class (8 KiB), so each is of a slab of its own class.
+TEST(Malloc, SizedFreeOfAnySizeUpToTheBlockFreesIt) {
   std::vector<void*> warm;
   for (int i = 0; i < 200; ++i) warm.push_back(ak_malloc(100));
-  for (std::size_t stated :
-       {std::size_t(100), std::size_t(97), std::size_t(1), std::size_t(5000)}) {
+  const std::size_t usable = ak_malloc_usable_size(warm.back());
+  for (std::size_t stated : {std::size_t(100), std::size_t(97), std::size_t(1), usable}) {
     void* a = ak_malloc(100);
     ak_free_sized(a, stated);
     void* b = ak_malloc(100);
@@ -818,6 +818,27 @@ TEST(Malloc, SizedFreeOfAnyStatedSizeFreesTheBlock) {
     ak_free(b);
   }
   for (void* p : warm) ak_free_sized(p, 100);
+}
+
+// Blocks that hold more than their request, freed with the request's size: grown by realloc (with
+// headroom), calloc'd, aligned, medium, large, and of size 0; null with any size.
+TEST(Malloc, SizedFreesOfBlocksLargerThanTheirRequests) {
+  for (std::size_t n :
+       {std::size_t(24), std::size_t(3000), std::size_t(100) << 10, std::size_t(3) << 20}) {
+    void* p = ak_malloc(n / 2);
+    ASSERT_NE(p = ak_realloc(p, n), nullptr);
+    ASSERT_NE(p = ak_realloc(p, n + n / 8), nullptr);
+    ak_free_sized(p, n + n / 8);
+    void* c = ak_calloc(3, n);
+    ak_free_sized(c, 3 * n);
+    void* a = ak_aligned_alloc(4096, n);
+    ak_free_aligned_sized(a, 4096, n);
+  }
+  ak_free_sized(ak_malloc(0), 0);
+  ak_free_sized(nullptr, 123);
+  ak_free_aligned_sized(nullptr, 64, 123);
+  void* q = ak_malloc(100);
+  ak_free_aligned_sized(q, 0, 100);  // no alignment stated: nothing to check
 }
 
 TEST(Malloc, HugeRequestsFailWithEnomem) {
@@ -851,11 +872,33 @@ TEST(MallocDeathTest, DoubleFreeOfASmallBlock) {
 // A freed large block's memory waits in the large cache: a second free, realloc or
 // malloc_usable_size of it says so, rather than "not allocated".
 TEST(MallocDeathTest, SizedDoubleFreeOfASmallBlock) {
-  for (std::size_t stated : {std::size_t(100), std::size_t(1), std::size_t(5000)}) {
+  for (std::size_t stated : {std::size_t(100), std::size_t(1)}) {
     void* p = ak_malloc(100);
     ak_free_sized(p, stated);
     EXPECT_DEATH(ak_free_sized(p, stated), "double free detected") << stated;
   }
+}
+
+// A sized free stating more than the block holds (a type deleted as a larger one) is reported,
+// small, medium or large; so is an aligned sized free of a pointer not aligned as stated.
+TEST(MallocDeathTest, SizedFreePastTheBlock) {
+  EXPECT_DEATH(ak_free_sized(ak_malloc(1), 32), "free_sized\\(\\): sized free with the wrong size");
+  EXPECT_DEATH(ak_free_sized(ak_malloc(0), 17), "sized free with the wrong size");
+  EXPECT_DEATH(
+      {
+        void* p = ak_malloc(100 << 10);
+        ak_free_sized(p, ak_malloc_usable_size(p) + 1);
+      },
+      "free_sized\\(\\): sized free with the wrong size");
+  EXPECT_DEATH(ak_free_sized(ak_malloc(400 << 10), 404 << 10), "sized free with the wrong size");
+  EXPECT_DEATH(ak_free_aligned_sized(ak_aligned_alloc(64, 64), 64, 128),
+               "free_aligned_sized\\(\\): sized free with the wrong size");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(ak_aligned_alloc(64, 64));  // p + 16: never 64-aligned
+        ak_free_aligned_sized(p + 16, 64, 48);
+      },
+      "free_aligned_sized\\(\\): invalid pointer \\(misaligned for the alignment given\\)");
 }
 
 TEST(MallocDeathTest, DoubleFreeOfALargeBlock) {

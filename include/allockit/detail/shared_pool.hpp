@@ -157,11 +157,11 @@ struct alignas(64) Slab {
   // freeing 8-byte blocks among others in random order mispredicted that branch on about one
   // free in three (sh8bench, 20% of its blocks 8 bytes: 0.87-0.96x the time without it).
   std::uint8_t tag_word;
-  std::uint32_t block_size;
   std::uint32_t capacity;
-  char* data;                             // first block
-  char* end;                              // end of the last whole block
-  std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
+  // A word, not 32 bits: a sized free compares the size it is given with it in one instruction.
+  std::size_t block_size;
+  char* data;  // first block
+  char* end;   // end of the last whole block
   // Next never-used block; blocks are carved lazily. The owner moves it (a page at a time, or a
   // block at a time while a zero_tail slab hands out untouched blocks: a write to this line per
   // fresh block); any freeing thread reads it (relaxed: a block handed out was carved before, so
@@ -185,6 +185,7 @@ struct alignas(64) Slab {
   Slab* prev;  // the owner heap's avail or full list of its class (not while current)
   Slab* next;
   PoolBlock* checked_free;  // debug slabs keep free blocks here, out of the fast path's reach
+  std::atomic<std::uint64_t>* live_bits;  // debug slabs: one bit per block, set while allocated
 };
 static_assert(sizeof(Slab) == 128, "slab header: a read-mostly line and the owner's line");
 static_assert(offsetof(Slab, free) == 64, "the read-mostly line holds everything a free reads");
