@@ -380,6 +380,8 @@ bool large_free(void* p, const char* call, std::size_t expect_size) noexcept {
       large_checked_request_locked(call, p);
       if (expect_size != kAnySize && expect_size != h->request)
         bad_pointer(call, "sized free with the wrong size", p);
+    } else if (expect_size != kAnySize && expect_size > capacity_of(h)) {
+      bad_pointer(call, "sized free with the wrong size", p);
     }
     erase(a, found.slot);
     const std::size_t offset = offset_for(h->align);

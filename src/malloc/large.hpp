@@ -30,9 +30,10 @@ extern std::atomic<std::size_t> g_large_bytes_mapped;
 inline std::size_t large_mapped_bytes() noexcept {
   return g_large_bytes_mapped.load(std::memory_order_relaxed);
 }
-// Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one. The
-// secure build first checks the bytes past the request and, unless `expect_size` is kAnySize
-// (secure.hpp), that it is the size asked for; an error is reported naming `call`.
+// Effects: frees a block from large_alloc. Returns false (doing nothing) if `p` is not one.
+// Unless `expect_size` is kAnySize (secure.hpp), a sized free's size is checked: it must not
+// exceed the block's usable size, and in the secure build, which first checks the bytes past the
+// request, it must be the size asked for; an error is reported naming `call`.
 bool large_free(void* p, const char* call = "free()",
                 std::size_t expect_size = ~std::size_t(0)) noexcept;
 // Returns: whether `p` lies in the memory of a large block freed and not handed out since (a

@@ -472,10 +472,13 @@ std::size_t usable_or_die(const char* call, const void* p) {
 }
 
 // A pointer into a medium region: its block freed, or `p` reported when it is not the start of a
-// block ever handed out.
-inline void free_in_medium_region(const char* call, void* p) {
+// block ever handed out, or when a sized free states more than the live block holds (`most`;
+// 0 for free, and the test folds away).
+inline void free_in_medium_region(const char* call, void* p, std::size_t most = 0) {
   Slab* s = medium_block(p);
   if (s == nullptr) bad_pointer(call, "invalid pointer (not the start of a block)", p);
+  if (most > s->block_size && !carries_freed_tag(p))
+    bad_pointer(call, "sized free with the wrong size", p);
   free_medium(call, s, p);
 }
 
@@ -516,30 +519,26 @@ void free_any(const char* call, void* p) {
   free_any("free()", p);
 }
 
-// The usable size of `p` when it is a live block, else 0 (for free's own checks to report).
-std::size_t live_usable_size(const void* p) {
-  if (in_pool_region(p)) {
-    if (!carved_pooled(p)) return 0;
-    const std::size_t n = pool_block_size(slab_of(p), p);
-    return n >= 16 && carries_freed_tag(p) ? 0 : n;
-  }
-  if (in_medium_region(p)) {
-    const Slab* s = medium_block(p);
-    return s == nullptr || carries_freed_tag(p) ? 0 : s->block_size;
-  }
-  return large_usable_size(p);
-}
-
 // A sized free (C++ sized delete, free_sized) the fast path did not take: a live block smaller
 // than the size stated is reported (the type deleted is not the type allocated, or the size is
 // another block's), then free's own checks. Only a size past the block is caught: a block may
-// hold more than its request (a size class, realloc's headroom, an alignment).
-// Its arguments come in the order of the sized free's own, so the fast path keeps them in place.
+// hold more than its request (a size class, realloc's headroom, an alignment). A medium or large
+// block's check costs a compare where its free reads its slab or header anyway. Its arguments
+// come in the order of the sized free's own, so the fast path keeps them in place.
 [[gnu::noinline]] void free_sized_slow(void* p, std::size_t size, const char* call) {
   if (p == nullptr) return;
-  if (const std::size_t n = live_usable_size(p); n != 0 && size > n)
-    bad_pointer(call, "sized free with the wrong size", p);
-  if (in_medium_region(p)) return free_in_medium_region(call, p);
+  if (in_medium_region(p)) return free_in_medium_region(call, p, size);
+  if (!in_pool_region(p)) {
+    if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
+    return;
+  }
+  // The starter slab's blocks, debug slabs' blocks or a bad pointer: checked here, then as any
+  // free.
+  if (carved_pooled(p)) {
+    const std::size_t n = pool_block_size(slab_of(p), p);
+    if (n != 0 && size > n && (n < 16 || !carries_freed_tag(p)))
+      bad_pointer(call, "sized free with the wrong size", p);
+  }
   free_any(call, p);
 }
 
