@@ -405,10 +405,16 @@ inline std::size_t secure_request(const char* call, const void* p, Pooled b) {
   if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
 }
 
+// Whether `p` lacks the alignment a sized free states: a power of two (every alignment
+// aligned_alloc and aligned new take) needs no division; 0 and 1 state none.
+inline bool misaligned_for(const void* p, std::size_t align) {
+  return is_pow2(align) ? (addr(p) & (align - 1)) != 0 : align > 1 && addr(p) % align != 0;
+}
+
 // Frees `p` after checking it, and, unless kAnySize / 0, the size and alignment the call states.
 inline void secure_free(const char* call, void* p, std::size_t size = kAnySize,
                         std::size_t align = 0) {
-  if (align > 1 && addr(p) % align != 0)
+  if (misaligned_for(p, align))
     bad_pointer(call, "invalid pointer (misaligned for the alignment given)", p);
   const Pooled b = secure_pooled_block(call, p, "double free detected");
   if (b.slab == nullptr) return secure_free_unpooled(call, p, size);
@@ -482,7 +488,9 @@ inline void free_in_medium_region(const char* call, void* p, std::size_t most = 
   free_medium(call, s, p);
 }
 
-void free_any(const char* call, void* p) {
+// Any free the fast path left, checked whole. `most`: a sized free's size (0 for free), which a
+// live block must hold: a larger one is reported (the type deleted is not the type allocated).
+void free_any(const char* call, void* p, std::size_t most = 0) {
   if (p == nullptr) return;
   if (in_pool_region(p)) [[likely]] {
     // What the fast free skipped (block boundaries), then the freed-block tag (double free).
@@ -490,10 +498,12 @@ void free_any(const char* call, void* p) {
     Slab* s = slab_of(p);
     if (!tag_freed(s, p) || (s->bin_class != kNoBin && pool_is_newest_free(s, p)))
       bad_pointer(call, "double free detected", p);
+    if (most > pool_block_size(s, p)) bad_pointer(call, "sized free with the wrong size", p);
     return pool_free_in(s, p);
   }
-  if (in_medium_region(p)) return free_in_medium_region(call, p);
-  if (!large_free(p)) bad_large_pointer(call, p, "double free detected");
+  if (in_medium_region(p)) return free_in_medium_region(call, p, most);
+  if (!large_free(p, call, most != 0 ? most : kAnySize))
+    bad_large_pointer(call, p, "double free detected");
 }
 
 // free() of a pointer the small blocks' fast path did not take: a medium block straight to
@@ -519,27 +529,12 @@ void free_any(const char* call, void* p) {
   free_any("free()", p);
 }
 
-// A sized free (C++ sized delete, free_sized) the fast path did not take: a live block smaller
-// than the size stated is reported (the type deleted is not the type allocated, or the size is
-// another block's), then free's own checks. Only a size past the block is caught: a block may
-// hold more than its request (a size class, realloc's headroom, an alignment). A medium or large
-// block's check costs a compare where its free reads its slab or header anyway. Its arguments
-// come in the order of the sized free's own, so the fast path keeps them in place.
+// A sized free (C++ sized delete, free_sized) the fast path did not take: free_any with the size.
+// Only a size past the block is caught there: a block may hold more than its request (a size
+// class, realloc's headroom, an alignment). Its arguments come in the order of the sized free's
+// own, so the fast path keeps them in place.
 [[gnu::noinline]] void free_sized_slow(void* p, std::size_t size, const char* call) {
-  if (p == nullptr) return;
-  if (in_medium_region(p)) return free_in_medium_region(call, p, size);
-  if (!in_pool_region(p)) {
-    if (!large_free(p, call, size)) bad_large_pointer(call, p, "double free detected");
-    return;
-  }
-  // The starter slab's blocks, debug slabs' blocks or a bad pointer: checked here, then as any
-  // free.
-  if (carved_pooled(p)) {
-    const std::size_t n = pool_block_size(slab_of(p), p);
-    if (n != 0 && size > n && (n < 16 || !carries_freed_tag(p)))
-      bad_pointer(call, "sized free with the wrong size", p);
-  }
-  free_any(call, p);
+  free_any(call, p, size);
 }
 
 // free's fast path: a well-formed pointer into a pool slab, not freed twice, pushed onto this
@@ -875,9 +870,7 @@ void ak_free_aligned_sized(void* p, size_t align, size_t size) noexcept {
     if (p != nullptr) secure_free("free_aligned_sized()", p, size, align);
     return;
   }
-  // A power of two (every alignment aligned_alloc and aligned new take) needs no division.
-  const std::size_t off = is_pow2(align) ? addr(p) & (align - 1) : align > 1 ? addr(p) % align : 0;
-  if (off != 0) [[unlikely]]
+  if (misaligned_for(p, align)) [[unlikely]]
     bad_pointer("free_aligned_sized()", "invalid pointer (misaligned for the alignment given)", p);
   free_fast(p, size, [p, size] { free_sized_slow(p, size, "free_aligned_sized()"); });
 }
