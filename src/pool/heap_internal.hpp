@@ -21,9 +21,12 @@ namespace ak::detail {
 
 extern std::atomic<std::uint32_t> g_live_heaps;  // threads holding a heap now
 
-// The entry of h's outgoing batches that frees into slab `s` go to.
+// The entry of h's outgoing batches that frees into slab `s` go to: by the slab's place in its
+// region's header table (small slabs' headers are 128 bytes apart) and by its 2 MiB slot (medium
+// slabs' headers start their slabs), so neighbouring slabs of either kind take different entries.
 inline RemoteBatch& batch_entry(Heap* h, const Slab* s) {
-  return h->outgoing[(addr(s) >> kSlabShift) % kRemoteBatches];
+  const std::uintptr_t a = addr(s);
+  return h->outgoing[((a / kSlabHeaderBytes) ^ (a >> kMediumSlabShift)) % kRemoteBatches];
 }
 
 // Block `p` of slab `s` of another heap, freed by h's thread: into the batch for that slab.

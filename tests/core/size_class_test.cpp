@@ -31,6 +31,28 @@ TEST(SizeClass, FragmentationBound) {
   }
 }
 
+// A power of two past 1 KiB plus a header of up to an eighth of it (a size prefix, a page's
+// header) wastes at most an eighth: 1,032 bytes take 1,152, not 1,280.
+TEST(SizeClass, PowerOfTwoAndAHeaderWasteAnEighthAtMost) {
+  for (std::size_t base = kFivesFrom; base < kMaxPooledSize; base *= 2)
+    for (std::size_t size = base + 1; size <= base + base / 8; ++size)
+      ASSERT_LE((class_size(class_of(size)) - size) * 8, size) << size;
+  EXPECT_EQ(class_size(class_of(1032)), 1152u);
+  EXPECT_EQ(class_size(class_of(4096 + 272)), 4608u);
+}
+
+TEST(SizeClass, MediumClassesAreFourPerDoublingInPages) {
+  for (unsigned c = kClassCount; c < kHeapClasses; ++c) {
+    EXPECT_EQ(class_size(c) % 4096, 0u) << c;
+    EXPECT_GT(class_size(c), class_size(c - 1)) << c;
+  }
+  for (std::size_t size = kMaxPooledSize + 1; size <= kMaxMediumSize; size += 512) {
+    const unsigned c = class_of(size);
+    ASSERT_GE(class_size(c), size) << size;
+    ASSERT_LT(class_size(c - 1), size) << size;
+  }
+}
+
 TEST(SizeClass, AlignedRequestsLandOnAlignedClasses) {
   for (std::size_t align = 1; align <= kMaxPooledAlign; align *= 2)
     for (std::size_t size = 1; size <= kMaxPooledSize; size += 7) {

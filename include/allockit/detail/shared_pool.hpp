@@ -215,7 +215,12 @@ struct RemoteBatch {
 };
 inline constexpr std::uint32_t kChainInfoMin = 32;
 
-inline constexpr unsigned kRemoteBatches = 16;   // entries, indexed by slab address
+// Entries, indexed by slab (batch_entry). 8: indexed by the header's 64 KiB slot, as they were,
+// every slab took the first of 16 entries (small slabs' headers share their region's first slot,
+// medium ones are 2 MiB-aligned), and xmalloc, larson, sh8bench, mstress and glibc_thread ran
+// alike (0.98-1.02x paired, 5 rounds) with 8 entries neighbouring slabs do not share, which leave
+// the first heap room on its page for more size classes (pool/hot_page.hpp).
+inline constexpr unsigned kRemoteBatches = 8;
 inline constexpr unsigned kRemoteBatchMax = 32;  // blocks per entry before it is handed over
 
 // What a heap's bin limits together may grow past their start limits, in bytes (bins.cpp:
