@@ -11,7 +11,7 @@ PREFIX     ?= /usr/local
 # `make` alone builds (deps, defined first, is only its first step).
 .DEFAULT_GOAL := all
 
-.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-grid bench-misuse \
+.PHONY: all deps install package test test-release test-asan test-tsan test-tsan-release fuzz soak demo demo-trace bench bench-malloc bench-rss-baseline bench-grid bench-misuse bench-programs \
         bench-trace format format-check clean
 FUZZ_SECONDS ?= 10
 
@@ -101,6 +101,12 @@ bench-malloc: all
 # Issue 10's memory target: peak RSS against the liballockit the issue started from (built here).
 bench-rss-baseline: all
 	$(PY) bench/run_rss_baseline.py --build $(BUILD) --out bench/results
+
+# Real programs (lua, ruby, perl, sqlite, z3, ghostscript, redis) under every allocator; installs
+# the programs first.
+bench-programs: all
+	scripts/install-deps.sh --programs
+	$(PY) bench/run_program_bench.py --build $(BUILD) --out bench/results
 
 # Where allockit stands by block size (8 B to 8 MiB) on 1 and 2 threads, against every allocator.
 bench-grid: all

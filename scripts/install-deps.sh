@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what allockit builds, tests and benchmarks with and is missing here: Debian packages
+# Installs what allockit builds, tests and benchmarks with and is missing here (with --programs,
+# also the real programs of `make bench-programs`): Debian packages
 # (apt-get, as root or through sudo), numpy from PyPI only when the python3 on PATH is not
 # Debian's and lacks it, and the report's plotting library from npm. `make`, `make test` and `make demo` run it first; when
 # nothing is missing it installs nothing and prints nothing.
@@ -11,6 +12,10 @@ PACKAGES=(
   libzstd-dev zlib1g-dev libunwind-dev libdw-dev clang libclang-rt-14-dev python3-numpy
   libpython3.11-testsuite sqlite3 heaptrack hyperfine dpkg-dev file chromium
 )
+# --programs: also the real programs `make bench-programs` runs under every allocator.
+if [ "${1:-}" = "--programs" ]; then
+  PACKAGES+=(lua5.4 ruby perl z3 ghostscript redis-server redis-tools)
+fi
 # npm for the report's plotting library (below), from Debian when the machine has none.
 command -v npm >/dev/null || PACKAGES+=(npm)
 

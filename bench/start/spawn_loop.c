@@ -13,23 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char** environ;
-
-static char** child_env(const char* preload) {
-  size_t n = 0;
-  while (environ[n]) ++n;
-  char** env = calloc(n + 2, sizeof(char*));
-  size_t k = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
-  if (strcmp(preload, "-") != 0) {
-    char* e = malloc(strlen(preload) + 12);
-    sprintf(e, "LD_PRELOAD=%s", preload);
-    env[k++] = e;
-  }
-  env[k] = NULL;
-  return env;
-}
+#include "preload_env.h"
 
 int main(int argc, char** argv) {
   if (argc < 4 || atoi(argv[1]) <= 0) {
@@ -37,7 +21,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int n = atoi(argv[1]);
-  char** env = child_env(argv[2]);
+  char** env = preload_env(argv[2]);
+  if (env == NULL) return 2;
   posix_spawn_file_actions_t io;
   posix_spawn_file_actions_init(&io);
   posix_spawn_file_actions_addopen(&io, 1, "/dev/null", O_WRONLY, 0);
