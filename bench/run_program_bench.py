@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -94,20 +95,26 @@ def run_redis(measure, preload, tmp, scale):
     if os.path.exists(sock):
         os.unlink(sock)
     server = measured(measure, preload, ["redis-server", "--port", "0", "--unixsocket", sock,
-                                         "--save", "", "--appendonly", "no", "--daemonize", "no"])
-    deadline = time.time() + 10
-    while not os.path.exists(sock):
-        if server.poll() is not None or time.time() > deadline:
-            raise SystemExit("redis server: did not start")
-        time.sleep(0.01)
-    requests = str(int(100_000 * scale))
-    subprocess.run(["redis-benchmark", "-s", sock, "-n", requests, "-P", "16", "-q", "-r", "100000",
-                    "-d", "100", "-t", "set,get,lpush,lpop,lrange_100,hset,sadd,zadd"],
-                   check=True, stdout=subprocess.DEVNULL)
-    with socket.socket(socket.AF_UNIX) as s:  # SHUTDOWN NOSAVE, without redis-cli
-        s.connect(sock)
-        s.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
-        s.recv(64)
+                                         "--save", "", "--appendonly", "no", "--daemonize", "no"],
+                      start_new_session=True)  # a group of its own: launcher and server
+    try:
+        deadline = time.time() + 10
+        while not os.path.exists(sock):
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit("redis server: did not start")
+            time.sleep(0.01)
+        requests = str(int(100_000 * scale))
+        subprocess.run(["redis-benchmark", "-s", sock, "-n", requests, "-P", "16", "-q", "-r",
+                        "100000", "-d", "100", "-t", "set,get,lpush,lpop,lrange_100,hset,sadd,zadd"],
+                       check=True, stdout=subprocess.DEVNULL)
+        with socket.socket(socket.AF_UNIX) as s:  # SHUTDOWN NOSAVE, without redis-cli
+            s.connect(sock)
+            s.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
+            s.recv(64)
+    except BaseException:
+        os.killpg(server.pid, signal.SIGKILL)  # no server left behind
+        server.communicate()
+        raise
     return result_of(server, "redis server")
 
 
