@@ -112,9 +112,9 @@ def run_python_rows(runs, envs, reps):
     return out
 
 
-def paired_ratios(v, b):
-    """v's wall time over b's in each round."""
-    return [x["seconds"] / y["seconds"] for x, y in zip(v["runs"], b["runs"])]
+def paired_ratios(v, b, key="seconds"):
+    """v's wall time (or another figure, `key`) over b's in each round."""
+    return [x[key] / y[key] for x, y in zip(v["runs"], b["runs"])]
 
 
 def paired_ratio(v, b):

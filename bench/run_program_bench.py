@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 import table  # noqa: E402
-from run_malloc_bench import geomean, middle  # noqa: E402
+from run_malloc_bench import geomean, middle, paired_ratios  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INPUTS = os.path.join(HERE, "programs")
@@ -144,8 +144,7 @@ def run_all(build, allocators, names, rounds, scale):
 
 def paired(cells, a, b, name):
     """The median over rounds of a's CPU time over b's on `name`, with the lowest and highest."""
-    rs = [x["cpu_s"] / y["cpu_s"] for x, y in zip(cells[f"{a}|{name}"]["runs"],
-                                                     cells[f"{b}|{name}"]["runs"])]
+    rs = paired_ratios(cells[f"{a}|{name}"], cells[f"{b}|{name}"], "cpu_s")
     return middle(rs), min(rs), max(rs)
 
 

@@ -22,8 +22,10 @@ inline constexpr std::size_t kMaxPooledSize = 16384;  // larger requests bypass 
 inline constexpr std::size_t kMaxPooledAlign = 2048;
 // Where the classes of five per doubling start (kFivesFrom, a power of two) and their first class.
 inline constexpr std::size_t kFivesFrom = 1024;
-inline constexpr unsigned kFirstFive = 16 + 4 * 3;  // 16 classes to 128, four per doubling to 1 KiB
-inline constexpr unsigned kClassCount = kFirstFive + 5 * 4;
+inline constexpr unsigned kFirstFive =  // 16 classes to 128, then four per doubling to kFivesFrom
+    16 + 4 * (std::countr_zero(kFivesFrom) - 7);
+inline constexpr unsigned kClassCount =
+    kFirstFive + 5 * (std::countr_zero(kMaxPooledSize) - std::countr_zero(kFivesFrom));
 inline constexpr unsigned kNoClass = kClassCount;
 // Medium classes continue the table above kMaxPooledSize for liballockit only (the public pools
 // stop at kMaxPooledSize): classes kClassCount..kHeapClasses-1, 20 KiB to 256 KiB, four per
